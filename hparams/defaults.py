@@ -1,0 +1,77 @@
+"""Every hyperparameter the package knows, with generic defaults and the allowed values of the enums.
+
+The named sets (`*.gin` in this folder) override these; the paper's values live there, not here.
+"""
+
+from t2t_relpos.hparams.hparams_lib import HParams
+
+CHOICES = {
+    "position_encoding": ("sinusoid", "relative", "both", "none"),
+    "norm_position": ("post", "pre"),
+    "learning_rate_schedule": ("noam", "rsqrt_decay", "constant", "linear_warmup_constant"),
+    "optimizer": ("adam", "adamw"),
+    "recurrence_type": ("basic", "act"),
+    "transition_type": ("ffn", "sepconv"),
+}
+
+
+def default_hparams():
+    """A fresh `HParams` with every field the models, trainer and decoder read."""
+    return HParams(
+        choices=CHOICES,
+        # Which registered model the set is for (the trainer's --model overrides it).
+        model="transformer",
+        # -- Shape ------------------------------------------------------------------------------------------
+        hidden_size=512,
+        filter_size=2048,
+        num_heads=8,
+        num_encoder_layers=6,
+        num_decoder_layers=6,
+        attention_key_channels=0,  # Per-head key depth d_z; 0 means hidden_size // num_heads.
+        attention_value_channels=0,
+        shared_embedding_and_softmax_weights=True,
+        norm_position="post",  # "post": the paper's residual-then-norm; "pre": norm-then-sublayer.
+        norm_epsilon=1e-6,
+        # -- Positions (Shaw et al. 2018) -------------------------------------------------------------------
+        position_encoding="sinusoid",
+        max_relative_position=16,  # Clipping distance k; 2k+1 relative labels.
+        relative_keys=True,  # a^K: the Table 3 ablations switch these off.
+        relative_values=True,  # a^V
+        heads_share_relative_embeddings=False,
+        # -- Regularisation ---------------------------------------------------------------------------------
+        layer_prepostprocess_dropout=0.1,
+        attention_dropout=0.1,
+        relu_dropout=0.1,
+        label_smoothing=0.1,
+        # -- Optimisation -----------------------------------------------------------------------------------
+        optimizer="adam",
+        optimizer_adam_beta1=0.9,
+        optimizer_adam_beta2=0.98,
+        optimizer_adam_epsilon=1e-9,
+        weight_decay=0.0,
+        learning_rate_schedule="noam",
+        learning_rate=1.0,  # Multiplier of the schedule.
+        learning_rate_warmup_steps=4000,
+        clip_grad_norm=0.0,  # 0 disables clipping.
+        initializer_gain=1.0,
+        # -- Batching (batch_size counts tokens per replica, as in tensor2tensor) ---------------------------
+        batch_size=4096,
+        max_length=256,  # Longer training examples are dropped.
+        min_length_bucket=8,
+        length_bucket_step=1.1,
+        accumulation_steps=1,  # Gradient accumulation: micro-batches per optimizer step.
+        train_steps=100000,
+        # -- Decoding ---------------------------------------------------------------------------------------
+        beam_size=4,
+        alpha=0.6,
+        extra_length=50,  # Decode up to source length + extra_length tokens.
+        num_averaged_checkpoints=1,
+        # -- Universal Transformer (Dehghani et al. 2018) ---------------------------------------------------
+        num_rec_steps=6,
+        recurrence_type="basic",
+        transition_type="ffn",
+        act_max_steps=12,
+        act_epsilon=0.01,
+        act_halting_bias_init=1.0,
+        act_loss_weight=0.01,
+    )

@@ -1,0 +1,306 @@
+"""Typed hyperparameters, `--hparams` overrides, and loading sets from gin files.
+
+An `HParams` holds named values whose types are fixed by their defaults. Setting a field checks the type
+(an int field refuses "x", a bool field refuses 3); unknown names raise an error listing the closest known
+ones. A named set is a `.gin` file binding the `hparams` configurable:
+
+    include 'transformer_base.gin'
+    hparams.position_encoding = 'relative'
+    hparams.max_relative_position = 16
+
+`from_gin_files` parses such files (following `include`s) on top of `defaults.default_hparams()`.
+"""
+
+import contextlib
+import copy
+import json
+import logging
+import os
+import re
+
+import gin
+
+from t2t_relpos import errors
+
+_TYPE_NAMES = {bool: "a bool", int: "an int", float: "a float", str: "a string", list: "a list"}
+
+
+class HParams:
+    """A typed bag of hyperparameters with attribute access.
+
+    Example:
+
+    >>> hp = HParams(hidden_size=512, dropout=0.1, position_encoding="relative")
+    >>> hp.parse("hidden_size=1024,dropout=0.3").hidden_size
+    1024
+    """
+
+    def __init__(self, choices=None, **values):
+        object.__setattr__(self, "_values", {})
+        object.__setattr__(self, "_types", {})
+        object.__setattr__(self, "_choices", dict(choices or {}))
+        object.__setattr__(self, "hparams_set", None)
+        for name, value in values.items():
+            self.add_hparam(name, value)
+
+    # -- fields ------------------------------------------------------------------------------------------
+    def add_hparam(self, name, value, choices=None):
+        """Adds a new field; its type is the type of `value`."""
+        if name in self._values:
+            raise errors.HParamsError(f"hparam {name!r} already exists")
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
+            raise errors.HParamsError(f"hparam names are lowercase identifiers, got {name!r}")
+        kind = list if isinstance(value, (list, tuple)) else type(value)
+        if kind not in _TYPE_NAMES:
+            raise errors.HParamsError(
+                f"hparam {name!r}: unsupported type {type(value).__name__} (use bool, int, float, str or list)")
+        self._types[name] = kind
+        if choices is not None:
+            self._choices[name] = tuple(choices)
+        self._values[name] = list(value) if kind is list else value
+        self._check_choice(name, self._values[name])
+
+    def set_hparam(self, name, value):
+        """Sets an existing field, converting ints to floats where a float is expected."""
+        kind = self._field_type(name)
+        self._values[name] = _coerce(name, kind, value)
+        self._check_choice(name, self._values[name])
+
+    def __getattr__(self, name):
+        values = object.__getattribute__(self, "_values")
+        if name in values:
+            return values[name]
+        raise AttributeError(errors.unknown_name_message("hparam", name, values))
+
+    def __setattr__(self, name, value):
+        if name == "hparams_set":
+            object.__setattr__(self, name, value)
+        else:
+            self.set_hparam(name, value)
+
+    def __contains__(self, name):
+        return name in self._values
+
+    def get(self, name, default=None):
+        return self._values.get(name, default)
+
+    def values(self):
+        """All fields as a plain dict (a copy)."""
+        return copy.deepcopy(self._values)
+
+    def copy(self):
+        new = HParams(choices=self._choices)
+        for name, value in self._values.items():
+            new.add_hparam(name, copy.deepcopy(value))
+        new.hparams_set = self.hparams_set
+        return new
+
+    def override(self, **values):
+        for name, value in values.items():
+            self.set_hparam(name, value)
+        return self
+
+    def diff(self, other):
+        """Names whose values differ between `self` and `other` (fields missing on one side count)."""
+        names = set(self._values) | set(other.values())
+        return sorted(n for n in names if self.get(n, _MISSING) != other.get(n, _MISSING))
+
+    def __eq__(self, other):
+        return isinstance(other, HParams) and self._values == other.values()
+
+    def __repr__(self):
+        body = ", ".join(f"{k}={v!r}" for k, v in sorted(self._values.items()))
+        return f"HParams({body})"
+
+    # -- parsing -----------------------------------------------------------------------------------------
+    def parse(self, overrides):
+        """Applies a `name=value,name=value` string (the `--hparams` flag) and returns self.
+
+        Values are read according to the field's type: `true`/`false` for bools, `[1,2]` for lists, strings
+        with or without quotes.
+        """
+        for item in _split_items(overrides or ""):
+            if "=" not in item:
+                raise errors.HParamsError(f"malformed --hparams item {item!r}: expected name=value")
+            name, text = (part.strip() for part in item.split("=", 1))
+            kind = self._field_type(name)
+            self.set_hparam(name, _parse_value(name, kind, text))
+        return self
+
+    def _field_type(self, name):
+        if name not in self._types:
+            raise errors.UnknownNameError(errors.unknown_name_message("hparam", name, self._types))
+        return self._types[name]
+
+    def _check_choice(self, name, value):
+        choices = self._choices.get(name)
+        if choices is not None and value not in choices:
+            raise errors.HParamsError(
+                f"hparam {name!r} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+
+    # -- serialisation -----------------------------------------------------------------------------------
+    def to_json(self, indent=2):
+        return json.dumps(self._values, indent=indent, sort_keys=True)
+
+    def to_gin(self):
+        """The values as a self-contained gin config (what `from_gin_files` reads back)."""
+        lines = ["# Resolved hyperparameters" + (f" of '{self.hparams_set}'." if self.hparams_set else ".")]
+        lines += [f"hparams.{name} = {value!r}" for name, value in sorted(self._values.items())]
+        return "\n".join(lines) + "\n"
+
+
+_MISSING = object()
+
+
+def _coerce(name, kind, value):
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if kind is list and isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, bool) and kind is not bool:
+        ok = False
+    else:
+        ok = isinstance(value, kind)
+    if not ok:
+        raise errors.HParamsError(
+            f"hparam {name!r} expects {_TYPE_NAMES[kind]}, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def _split_items(text):
+    """Splits on commas that are not inside brackets or quotes."""
+    items, depth, quote, current = [], 0, None, []
+    for char in text:
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+        elif char == "," and depth == 0:
+            items.append("".join(current))
+            current = []
+            continue
+        current.append(char)
+    items.append("".join(current))
+    return [item.strip() for item in items if item.strip()]
+
+
+def _parse_value(name, kind, text):
+    def fail():
+        return errors.HParamsError(f"hparam {name!r} expects {_TYPE_NAMES[kind]}, got {text!r}")
+
+    if kind is bool:
+        lowered = text.lower()
+        if lowered in ("true", "1", "yes"):
+            return True
+        if lowered in ("false", "0", "no"):
+            return False
+        raise fail()
+    if kind is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise fail() from None
+    if kind is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise fail() from None
+    if kind is str:
+        if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+            return text[1:-1]
+        return text
+    # Lists: elements are ints, floats or strings.
+    if not (text.startswith("[") and text.endswith("]")):
+        raise fail()
+    return [_parse_scalar(t) for t in _split_items(text[1:-1])]
+
+
+def _parse_scalar(text):
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return text.strip("'\"")
+
+
+# -- gin ---------------------------------------------------------------------------------------------------
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_SEARCH_PATHS = []
+
+
+@gin.configurable("hparams")
+def _bound_values(**values):
+    """The gin configurable behind the `hparams.<name> = <value>` bindings in `.gin` sets."""
+    return values
+
+
+def add_gin_search_path(path):
+    """Lets `include 'name.gin'` find files in `path`."""
+    path = os.path.abspath(path)
+    if path not in _SEARCH_PATHS:
+        _SEARCH_PATHS.append(path)
+        gin.add_config_file_search_path(path)
+
+
+add_gin_search_path(_HERE)
+
+
+class _QuietIncludeSearch(logging.Filter):
+    """Drops gin's "Path not found" error, logged for each search path an `include` is not in."""
+
+    def filter(self, record):
+        return not str(record.msg).startswith("Path not found")
+
+
+@contextlib.contextmanager
+def _isolated_gin():
+    """Parses in a clean gin config and restores the caller's afterwards (gin's state is global)."""
+    # pylint: disable=protected-access
+    saved = (dict(gin.config._CONFIG), set(gin.config._IMPORTS), dict(gin.config._OPERATIVE_CONFIG))
+    quiet = _QuietIncludeSearch()
+    logging.getLogger().addFilter(quiet)
+    with gin.unlock_config():
+        gin.clear_config()
+        try:
+            yield
+        finally:
+            logging.getLogger().removeFilter(quiet)
+            gin.clear_config()
+            gin.config._CONFIG.update(saved[0])
+            gin.config._IMPORTS.update(saved[1])
+            gin.config._OPERATIVE_CONFIG.update(saved[2])
+
+
+def gin_bindings(files=(), bindings=()):
+    """The `hparams.*` values bound by gin `files` then `bindings`, as a dict."""
+    for path in files:
+        if not os.path.isfile(path):
+            raise errors.HParamsError(f"gin file {path} does not exist")
+    with _isolated_gin():
+        try:
+            gin.parse_config_files_and_bindings(list(files), list(bindings), finalize_config=False)
+        except (ValueError, IOError, SyntaxError, NameError, KeyError) as e:
+            raise errors.HParamsError(f"gin config error: {e}") from None
+        return _bound_values()
+
+
+def from_gin_files(files=(), bindings=(), base=None):
+    """Returns `base` (default: the package defaults) overridden by the gin `files` and `bindings`."""
+    from t2t_relpos.hparams import defaults  # pylint: disable=import-outside-toplevel
+
+    hp = base.copy() if base is not None else defaults.default_hparams()
+    source = ", ".join([os.path.basename(f) for f in files] + list(bindings)) or "gin"
+    for name, value in gin_bindings(files, bindings).items():
+        if name not in hp:
+            raise errors.UnknownNameError(
+                f"{source}: " + errors.unknown_name_message("hparam", name, hp.values()))
+        try:
+            hp.set_hparam(name, value)
+        except errors.HParamsError as e:
+            raise errors.HParamsError(f"{source}: {e}") from None
+    return hp

@@ -1,0 +1,100 @@
+"""The hyperparameters of a run, stored in its output directory so later runs and the decoder agree.
+
+`<output_dir>/hparams.json` holds the set name, problem, model and every resolved value;
+`<output_dir>/operative_config.gin` holds the same values as a gin file that reproduces them.
+tensor2tensor silently mixed a stored run with a different `--hparams_set`; here that is an error.
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+from t2t_relpos import errors
+from t2t_relpos import registry
+from t2t_relpos.hparams import hparams_lib
+
+JSON_NAME = "hparams.json"
+GIN_NAME = "operative_config.gin"
+
+
+def resolve(hparams_set=None, overrides="", gin_files=(), gin_params=()):
+    """The set `hparams_set`, then `gin_files`/`gin_params`, then `--hparams` overrides."""
+    hp = registry.hparams(hparams_set)
+    if gin_files or gin_params:
+        name = hp.hparams_set
+        hp = hparams_lib.from_gin_files(gin_files, gin_params, base=hp)
+        hp.hparams_set = name
+    return hp.parse(overrides)
+
+
+def save(output_dir, hp, problem, model):
+    """Writes the run description (atomically: a crash never leaves half a file)."""
+    tf.io.gfile.makedirs(output_dir)
+    record = {"hparams_set": hp.hparams_set, "problem": problem, "model": model, "hparams": hp.values()}
+    _atomic_write(os.path.join(output_dir, JSON_NAME), json.dumps(record, indent=2, sort_keys=True) + "\n")
+    _atomic_write(os.path.join(output_dir, GIN_NAME), hp.to_gin())
+
+
+def load(output_dir):
+    """Returns `(hparams, problem, model)` stored in `output_dir`, or None when it holds no run."""
+    path = os.path.join(output_dir, JSON_NAME)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        try:
+            record = json.load(f)
+        except json.JSONDecodeError as e:
+            raise errors.HParamsError(f"{path} is not valid JSON ({e}); remove it or use a new --output_dir")
+    from t2t_relpos.hparams import defaults  # pylint: disable=import-outside-toplevel
+
+    hp = defaults.default_hparams()
+    for name, value in record["hparams"].items():
+        if name in hp:
+            hp.set_hparam(name, value)
+        else:  # A field added by a user's module: keep it.
+            hp.add_hparam(name, value)
+    hp.hparams_set = record.get("hparams_set")
+    return hp, record.get("problem"), record.get("model")
+
+
+def resolve_for_run(output_dir, hparams_set=None, overrides="", gin_files=(), gin_params=(),
+                    problem=None, model=None):
+    """The hyperparameters, problem and model of a (new or resumed) run in `output_dir`.
+
+    A new directory needs `hparams_set` and `problem`. A directory with a stored run reloads it; asking for a
+    different set, problem or model, or overriding a stored value with another, is an error that names the
+    difference, instead of silently mixing two configurations.
+    """
+    stored = load(output_dir) if output_dir else None
+    if stored is None:
+        if not hparams_set:
+            raise errors.HParamsError("--hparams_set is required for a new run")
+        hp = resolve(hparams_set, overrides, gin_files, gin_params)
+        return hp, problem, model or hp.model
+
+    stored_hp, stored_problem, stored_model = stored
+    where = f"{output_dir} holds a run of"
+    if hparams_set and hparams_set != stored_hp.hparams_set:
+        raise errors.HParamsError(
+            f"{where} --hparams_set={stored_hp.hparams_set}, not {hparams_set}; "
+            "use a new --output_dir or drop --hparams_set to resume")
+    if problem and stored_problem and problem != stored_problem:
+        raise errors.HParamsError(f"{where} --problem={stored_problem}, not {problem}; use a new --output_dir")
+    if model and stored_model and model != stored_model:
+        raise errors.HParamsError(f"{where} --model={stored_model}, not {model}; use a new --output_dir")
+    if overrides or gin_files or gin_params:
+        requested = resolve(stored_hp.hparams_set, overrides, gin_files, gin_params)
+        changed = [n for n in requested.diff(stored_hp) if n in requested]
+        if changed:
+            details = ", ".join(f"{n}={stored_hp.get(n)!r} (asked {requested.get(n)!r})" for n in changed)
+            raise errors.HParamsError(
+                f"{where} different hparams: {details}; use a new --output_dir to change them")
+    return stored_hp, stored_problem or problem, stored_model or model
+
+
+def _atomic_write(path, text):
+    tmp = path + ".tmp"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        f.write(text)
+    tf.io.gfile.rename(tmp, path, overwrite=True)

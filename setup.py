@@ -1,0 +1,72 @@
+"""Installs t2t-relpos.
+
+`problems/` and `hparams/` sit at the top of the repository (as in tensor2tensor's layout) but are installed
+inside the package as `t2t_relpos.problems` and `t2t_relpos.hparams`, so nothing called `problems` or
+`hparams` ever lands at the top of site-packages.
+"""
+
+import os
+
+from setuptools import find_packages, setup
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _version():
+    scope = {}
+    with open(os.path.join(_HERE, "t2t_relpos", "version.py")) as f:
+        exec(f.read(), scope)  # pylint: disable=exec-used
+    return scope["__version__"]
+
+
+def _long_description():
+    with open(os.path.join(_HERE, "README.md"), encoding="utf-8") as f:
+        return f.read()
+
+
+_SCRIPTS = {
+    "t2t-relpos-trainer": "t2t_relpos.cli.trainer:run",
+    "t2t-relpos-decoder": "t2t_relpos.cli.decoder:run",
+    "t2t-relpos-datagen": "t2t_relpos.cli.datagen:run",
+    "t2t-relpos-avg-checkpoints": "t2t_relpos.cli.avg_checkpoints:run",
+}
+
+setup(
+    name="t2t-relpos",
+    version=_version(),
+    description=("Relation-aware (relative-position) self-attention and Universal Transformers "
+                 "for TensorFlow 2 / Keras 3, in the style of tensor2tensor."),
+    long_description=_long_description(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10,<3.14",
+    packages=(find_packages(include=["t2t_relpos", "t2t_relpos.*"]) +
+              ["t2t_relpos.problems", "t2t_relpos.hparams"]),
+    package_dir={
+        "t2t_relpos.problems": "problems",
+        "t2t_relpos.hparams": "hparams",
+    },
+    package_data={"t2t_relpos.hparams": ["*.gin"]},
+    install_requires=[
+        "tensorflow~=2.21.0",
+        "tensorflow-text~=2.21.0",
+        "keras>=3.10,<4",
+        "tensorflow-datasets>=4.9.4,<5",
+        "importlib_resources>=6",
+        "sacrebleu>=2.4,<3",
+        "absl-py>=2.1",
+        "gin-config>=0.5,<0.6",
+        "sentencepiece>=0.2,<0.3",
+        "numpy>=1.26",
+    ],
+    extras_require={
+        "test": ["pytest>=8", "pytest-xdist>=3.5"],
+        "plot": ["matplotlib>=3.8"],
+    },
+    entry_points={"console_scripts": [f"{name}={target}" for name, target in _SCRIPTS.items()]},
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+        "Intended Audience :: Science/Research",
+    ],
+)

@@ -1,0 +1,93 @@
+"""What the command-line tools share: flag parsing, help, and one-line errors with exit status 2.
+
+Flags are defined by each tool's `define_flags()` (not at import time), so the tools' modules can be imported
+together, e.g. by tests. Heavy imports (TensorFlow) happen inside `main`, so `--help` answers at once.
+"""
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow is first imported.
+
+from absl import app  # pylint: disable=wrong-import-position
+from absl import flags  # pylint: disable=wrong-import-position
+
+from t2t_relpos import errors  # pylint: disable=wrong-import-position
+
+FLAGS = flags.FLAGS
+USAGE_ERROR = 2
+INTERRUPTED = 130
+
+
+def fail(prog, message, status=USAGE_ERROR):
+    """Prints `prog: error: message` on stderr and exits with `status` (no traceback)."""
+    sys.stderr.write(f"{prog}: error: {message}\n")
+    sys.stderr.flush()
+    sys.exit(status)
+
+
+def define_usr_dir_flag():
+    flags.DEFINE_string("usr_dir", None, "A Python file, package or directory of the user's own "
+                        "registrations (problems, models, hparams sets, .gin files) to import first.")
+
+
+def define_run_flags():
+    """The flags that name a run, shared by the trainer, decoder and datagen."""
+    flags.DEFINE_string("problem", None, "Registered problem name, e.g. algorithmic_reverse_decimal40.")
+    flags.DEFINE_string("model", None, "Registered model name (default: the hparams set's model).")
+    flags.DEFINE_string("hparams_set", None, "Registered hparams set, e.g. transformer_base_rel.")
+    flags.DEFINE_string("hparams", "", "Comma-separated overrides: 'hidden_size=256,dropout=0.2'.")
+    flags.DEFINE_multi_string("gin_file", [], "Extra gin files parsed after the hparams set.")
+    flags.DEFINE_multi_string("gin_param", [], "Extra gin bindings, e.g. \"hparams.num_heads = 4\".")
+    flags.DEFINE_string("output_dir", None, "Model directory: checkpoints, hparams, summaries.")
+    flags.DEFINE_string("data_dir", None, "Directory of prepared data (vocabularies, TFRecords).")
+    flags.DEFINE_string("tmp_dir", None, "Directory of raw downloads or manually placed source files.")
+    define_usr_dir_flag()
+
+
+def import_usr_dir():
+    if FLAGS.usr_dir:
+        from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+
+        registry.import_usr_dir(FLAGS.usr_dir)
+
+
+def _help_text(doc, modules):
+    sections = [doc.strip(), ""]
+    for module in modules:
+        text = FLAGS.module_help(module)
+        if text:
+            sections += ["flags:", text, ""]
+    return "\n".join(sections) + "\n"
+
+
+def run(main, prog, doc, flag_modules, argv=None):
+    """Parses flags, runs `main(argv)`, and turns user errors into `prog: error: ...` with status 2.
+
+    Args:
+        main: `main(argv) -> int | None`.
+        prog: The tool's name for messages.
+        doc: Usage text printed by `--help` above the flags.
+        flag_modules: Module names whose flags `--help` lists.
+        argv: Arguments (default: sys.argv).
+    """
+
+    def parse(args):
+        if any(a in ("-h", "--help", "--helpshort", "-?") for a in args[1:]):
+            sys.stdout.write(_help_text(doc, flag_modules))
+            sys.exit(0)
+        try:
+            remaining = FLAGS(args)
+        except flags.Error as e:
+            fail(prog, f"{e}\n{prog}: see --help for the flags")
+        if len(remaining) > 1:
+            fail(prog, f"unexpected arguments: {' '.join(remaining[1:])} (flags are written --name=value)")
+        return remaining
+
+    def guarded(args):
+        try:
+            return main(args) or 0
+        except errors.T2TRelposError as e:
+            fail(prog, str(e))
+
+    app.run(guarded, argv=argv or sys.argv, flags_parser=parse)

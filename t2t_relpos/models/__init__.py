@@ -1,0 +1,1 @@
+"""Registered models built from `t2t_relpos.layers`."""

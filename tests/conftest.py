@@ -1,0 +1,20 @@
+"""Shared test set-up: quiet TensorFlow, a CPU split into logical devices, fast deterministic seeds."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import pytest  # pylint: disable=wrong-import-position
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: long checks, left out of `make test` (a benchmark covers them)")
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    import keras  # pylint: disable=import-outside-toplevel
+
+    keras.utils.set_random_seed(1234)
+    yield

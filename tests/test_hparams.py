@@ -1,0 +1,147 @@
+"""Hparams: the named gin sets carry the paper's values; overrides are type-checked; runs store them."""
+
+import json
+
+import pytest
+
+from t2t_relpos import errors
+from t2t_relpos import registry
+from t2t_relpos.hparams import HParams, stored
+
+SETS = ("transformer_base", "transformer_big", "transformer_base_rel", "transformer_big_rel",
+        "transformer_big_rel_enfr", "transformer_tiny", "transformer_tiny_rel")
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_every_set_loads(name):
+    hp = registry.hparams(name)
+    assert hp.hparams_set == name
+    assert hp.hidden_size % hp.num_heads == 0
+
+
+def test_base_has_the_papers_values():
+    hp = registry.hparams("transformer_base")
+    assert (hp.num_encoder_layers, hp.num_decoder_layers, hp.hidden_size, hp.num_heads) == (6, 6, 512, 8)
+    assert hp.hidden_size // hp.num_heads == 64
+    assert hp.filter_size == 1024
+    assert hp.layer_prepostprocess_dropout == 0.1
+    assert (hp.optimizer_adam_beta1, hp.optimizer_adam_beta2, hp.optimizer_adam_epsilon) == (0.9, 0.98, 1e-9)
+    assert hp.learning_rate_schedule == "noam" and hp.learning_rate_warmup_steps == 4000
+    assert hp.label_smoothing == 0.1
+    assert hp.batch_size == 4096 and hp.train_steps == 100000
+    assert (hp.beam_size, hp.alpha) == (4, 0.6)
+    assert hp.position_encoding == "sinusoid"
+
+
+def test_big_inherits_base_and_overrides():
+    hp = registry.hparams("transformer_big")
+    assert (hp.hidden_size, hp.num_heads, hp.filter_size) == (1024, 16, 4096)
+    assert hp.hidden_size // hp.num_heads == 64
+    assert hp.layer_prepostprocess_dropout == 0.3
+    assert hp.train_steps == 300000 and hp.num_averaged_checkpoints == 20
+    assert hp.learning_rate_warmup_steps == 4000  # inherited from base
+
+
+def test_relative_sets():
+    base = registry.hparams("transformer_base_rel")
+    assert base.position_encoding == "relative"  # no absolute signal
+    assert base.max_relative_position == 16 and not base.heads_share_relative_embeddings
+    assert base.relative_keys and base.relative_values
+    assert base.hidden_size == 512
+    big = registry.hparams("transformer_big_rel")
+    assert big.position_encoding == "relative"
+    assert big.max_relative_position == 8 and big.heads_share_relative_embeddings
+    assert big.hidden_size == 1024 and big.layer_prepostprocess_dropout == 0.3
+    assert registry.hparams("transformer_big_rel_enfr").layer_prepostprocess_dropout == 0.1
+
+
+def test_tiny_sets_are_small():
+    for name in ("transformer_tiny", "transformer_tiny_rel"):
+        hp = registry.hparams(name)
+        assert hp.num_encoder_layers == hp.num_decoder_layers == 2
+        assert 64 <= hp.hidden_size <= 128
+    assert registry.hparams("transformer_tiny_rel").position_encoding == "relative"
+
+
+def test_overrides_are_typed():
+    hp = registry.hparams("transformer_tiny").parse(
+        "hidden_size=128,layer_prepostprocess_dropout=0,relative_keys=false,position_encoding=both")
+    assert hp.hidden_size == 128 and isinstance(hp.layer_prepostprocess_dropout, float)
+    assert hp.relative_keys is False and hp.position_encoding == "both"
+
+
+@pytest.mark.parametrize("overrides, pattern", [
+    ("hidden_size=x", r"'hidden_size' expects an int, got 'x'"),
+    ("hidden_size=1.5", r"'hidden_size' expects an int"),
+    ("relative_keys=maybe", r"'relative_keys' expects a bool"),
+    ("label_smoothing=high", r"'label_smoothing' expects a float"),
+    ("position_encoding=absolute", r"'position_encoding' must be one of 'sinusoid', 'relative'"),
+    ("hidden_size", r"malformed --hparams item 'hidden_size': expected name=value"),
+])
+def test_bad_overrides_name_the_field(overrides, pattern):
+    with pytest.raises(errors.HParamsError, match=pattern):
+        registry.hparams("transformer_big_rel").parse(overrides)
+
+
+def test_unknown_field_lists_close_names():
+    with pytest.raises(errors.UnknownNameError, match=r"unknown hparam 'hiden_size'; did you mean 'hidden_size'"):
+        registry.hparams("transformer_big_rel").parse("hiden_size=3")
+
+
+def test_attribute_errors_and_assignment_checks():
+    hp = HParams(a=1, b="x", c=[1, 2])
+    hp.a = 3
+    with pytest.raises(errors.HParamsError):
+        hp.a = "three"
+    with pytest.raises(AttributeError, match="did you mean 'a'"):
+        _ = hp.aa
+    assert hp.parse("c=[3,4,5]").c == [3, 4, 5]
+
+
+def test_gin_params_and_files_pass_through(tmp_path):
+    extra = tmp_path / "extra.gin"
+    extra.write_text("hparams.num_heads = 2\n")
+    hp = stored.resolve("transformer_tiny", "hidden_size=32", [str(extra)], ["hparams.filter_size = 48"])
+    assert (hp.num_heads, hp.filter_size, hp.hidden_size) == (2, 48, 32)
+    assert hp.hparams_set == "transformer_tiny"
+
+
+def test_gin_binding_of_unknown_field_is_named():
+    with pytest.raises(errors.UnknownNameError, match="'num_head'; did you mean 'num_heads'"):
+        stored.resolve("transformer_tiny", gin_params=["hparams.num_head = 2"])
+
+
+def test_gin_round_trip():
+    hp = registry.hparams("transformer_big_rel").parse("hidden_size=256")
+    from t2t_relpos.hparams import hparams_lib
+
+    again = hparams_lib.gin_bindings(bindings=hp.to_gin().splitlines()[1:])
+    assert again == hp.values()
+
+
+def test_save_and_reload(tmp_path):
+    hp = stored.resolve("transformer_tiny_rel", "hidden_size=96")
+    stored.save(str(tmp_path), hp, "algorithmic_reverse_decimal40", "transformer")
+    record = json.loads((tmp_path / "hparams.json").read_text())
+    assert record["hparams_set"] == "transformer_tiny_rel" and record["hparams"]["hidden_size"] == 96
+    assert "hparams.hidden_size = 96" in (tmp_path / "operative_config.gin").read_text()
+    again, problem, model = stored.resolve_for_run(str(tmp_path))
+    assert again == hp and again.hparams_set == "transformer_tiny_rel"
+    assert (problem, model) == ("algorithmic_reverse_decimal40", "transformer")
+    # Repeating the same request is fine.
+    stored.resolve_for_run(str(tmp_path), "transformer_tiny_rel", "hidden_size=96")
+
+
+def test_a_different_set_for_a_stored_run_is_refused(tmp_path):
+    stored.save(str(tmp_path), stored.resolve("transformer_tiny_rel"), "p", "transformer")
+    with pytest.raises(errors.HParamsError, match="--hparams_set=transformer_tiny_rel, not transformer_tiny"):
+        stored.resolve_for_run(str(tmp_path), "transformer_tiny")
+    with pytest.raises(errors.HParamsError, match=r"hidden_size=64 \(asked 80\)"):
+        stored.resolve_for_run(str(tmp_path), hparams_set=None, overrides="hidden_size=80")
+    with pytest.raises(errors.HParamsError, match="--problem=p, not q"):
+        stored.resolve_for_run(str(tmp_path), problem="q")
+
+
+def test_new_run_needs_a_set(tmp_path):
+    with pytest.raises(errors.HParamsError, match="--hparams_set is required"):
+        stored.resolve_for_run(str(tmp_path))
