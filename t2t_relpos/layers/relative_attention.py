@@ -1,0 +1,336 @@
+"""Relation-aware multi-head attention (Shaw, Uszkoreit and Vaswani 2018)."""
+
+import keras
+from keras import ops
+
+from t2t_relpos.layers import relative_ops
+
+try:  # Keras keeps masks beside tensors that cannot carry attributes (JAX arrays).
+    from keras.src.backend import get_keras_mask as _keras_mask
+except ImportError:  # pragma: no cover
+    def _keras_mask(x):
+        return getattr(x, "_keras_mask", None)
+
+_MASKED_LOGIT = -1e9
+
+
+@keras.saving.register_keras_serializable(package="t2t_relpos")
+class RelationAwareMultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention whose keys and values also see the relation between positions.
+
+    For head h, query i and key j (eq. 3-4 of the paper):
+
+        e_ij = x_i W^Q (x_j W^K + a^K_ij)^T / sqrt(d_z)
+        z_i  = sum_j softmax_j(e_ij) (x_j W^V + a^V_ij)
+
+    The relation of (i, j) is the clipped distance `clip(j - i, k) + k` (2k + 1 learned vectors a^K, a^V),
+    or, for graphs, an explicit integer edge label. The terms are computed in the paper's efficient form
+    (eq. 5): queries meet the 2k + 1 relation vectors once, and attention weights are summed per relation;
+    no `[n, n, d]` tensor is ever built, so extra memory grows like n * (2k + 1), not n^2 * d.
+
+    With `max_relative_position=None` and no `num_edge_labels` it is plain multi-head attention, as used for
+    encoder-decoder (cross) attention, where query and key positions are unrelated.
+
+    Incremental decoding: pass `cache` (from `init_cache`) and `cache_index`; new keys and values are written
+    into the fixed-size buffer at `cache_index` (static shapes, XLA-friendly) and queries sit at positions
+    `cache_index + arange(new_tokens)`, so feeding several tokens at once is as exact as feeding one. A cache
+    passed without `cache_index` holds precomputed keys and values (`compute_key_value`), e.g. of an
+    encoder output.
+
+    Args:
+        num_heads: Number of heads H.
+        key_dim: Per-head query/key depth d_z.
+        value_dim: Per-head value depth (default `key_dim`).
+        output_dim: Output depth (default: the query's last dimension).
+        max_relative_position: Clipping distance k >= 0 (k = 0 is valid: one shared relation vector), or
+            None for no relative positions.
+        num_edge_labels: Number of edge labels R when relations come from the `edge_labels` input instead of
+            distances. Exclusive with `max_relative_position`.
+        use_relative_keys: Add the a^K term (the paper's Table 3 shows it carries the gain).
+        use_relative_values: Add the a^V term.
+        heads_share_relative_embeddings: One table shared by all heads (the paper's big model) instead of one
+            per head (base model).
+        dropout: Dropout rate on the attention weights.
+        use_bias: Biases in the four projections (tensor2tensor uses none).
+        kernel_initializer, bias_initializer, relative_initializer: Initializers of the projection kernels,
+            their biases, and the relation tables.
+        seed: Seed of the attention dropout.
+
+    Call arguments:
+        query: `[B, Tq, Dq]`.
+        value: `[B, Tk, Dv]`; None for self-attention (value = key = query).
+        key: `[B, Tk, Dk]`; default `value`.
+        query_mask: bool `[B, Tq]`, False at padding (default: the query's Keras mask).
+        value_mask: bool `[B, Tk]`, False at padded keys (default: the value's Keras mask).
+        key_mask: bool `[B, Tk]`, like `value_mask`.
+        attention_mask: bool `[B, Tq, Tk]`, True where query i may attend to key j.
+        use_causal_mask: Mask keys at positions after the query's.
+        edge_labels: int `[B, Tq, Tk]` relation labels, required with `num_edge_labels`.
+        cache: dict with `"key"` `[B, S, H, d_z]` and `"value"` `[B, S, H, d_v]`.
+        cache_index: int scalar, where the new keys/values go in `cache` (None: `cache` is precomputed).
+        return_attention_scores: Also return the attention weights `[B, H, Tq, Tk]`.
+        training: Enables dropout.
+
+    Returns:
+        `[B, Tq, output_dim]`; then the scores if `return_attention_scores`; then the updated cache if one was
+        passed. A query whose keys are all masked gets zeros.
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = RelationAwareMultiHeadAttention(num_heads=2, key_dim=8, max_relative_position=4)
+    >>> x = np.random.rand(3, 7, 16).astype("float32")
+    >>> layer(x, use_causal_mask=True).shape
+    (3, 7, 16)
+
+    Attending over a labelled graph (say a dependency tree: 0 = no arc, 1 = head->dependent,
+    2 = dependent->head, 3 = self):
+
+    >>> graph = RelationAwareMultiHeadAttention(num_heads=2, key_dim=8, num_edge_labels=4)
+    >>> labels = np.zeros((3, 7, 7), "int32")
+    >>> labels[:, 0, 1], labels[:, 1, 0] = 1, 2
+    >>> labels[:, range(7), range(7)] = 3
+    >>> graph(x, edge_labels=labels).shape
+    (3, 7, 16)
+    """
+
+    def __init__(self, num_heads, key_dim, value_dim=None, output_dim=None, max_relative_position=None,
+                 num_edge_labels=None, use_relative_keys=True, use_relative_values=True,
+                 heads_share_relative_embeddings=False, dropout=0.0, use_bias=False,
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 relative_initializer="glorot_uniform", seed=None, **kwargs):
+        super().__init__(**kwargs)
+        if num_heads < 1 or key_dim < 1:
+            raise ValueError(f"num_heads and key_dim must be >= 1, got {num_heads} and {key_dim}")
+        if max_relative_position is not None and max_relative_position < 0:
+            raise ValueError(f"max_relative_position must be >= 0 or None, got {max_relative_position}")
+        if num_edge_labels is not None:
+            if max_relative_position is not None:
+                raise ValueError("max_relative_position and num_edge_labels are exclusive: relations are "
+                                 "either clipped distances or explicit edge labels")
+            if num_edge_labels < 1:
+                raise ValueError(f"num_edge_labels must be >= 1, got {num_edge_labels}")
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim or key_dim
+        self.output_dim = output_dim
+        self.max_relative_position = max_relative_position
+        self.num_edge_labels = num_edge_labels
+        self.use_relative_keys = use_relative_keys
+        self.use_relative_values = use_relative_values
+        self.heads_share_relative_embeddings = heads_share_relative_embeddings
+        self.dropout = dropout
+        self.use_bias = use_bias
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.relative_initializer = keras.initializers.get(relative_initializer)
+        self.seed = seed
+        self.dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
+        self.supports_masking = True
+
+    @property
+    def num_relations(self):
+        """R: 2k + 1 clipped distances, the number of edge labels, or 0 without relations."""
+        if self.num_edge_labels is not None:
+            return self.num_edge_labels
+        if self.max_relative_position is not None:
+            return 2 * self.max_relative_position + 1
+        return 0
+
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        value_shape = value_shape or query_shape
+        key_shape = key_shape or value_shape
+        heads = self.num_heads
+        out_dim = self.output_dim or query_shape[-1]
+        self._out_dim = out_dim
+
+        def dense(name, fan_in, fan_out):
+            kernel = self.add_weight(name=f"{name}_kernel", shape=(fan_in, fan_out),
+                                     initializer=self.kernel_initializer)
+            bias = (self.add_weight(name=f"{name}_bias", shape=(fan_out,), initializer=self.bias_initializer)
+                    if self.use_bias else None)
+            return kernel, bias
+
+        # Kernels are stored 2-D ([in, heads * depth]) so initializers see the true fan-in and fan-out.
+        self._query = dense("query", query_shape[-1], heads * self.key_dim)
+        self._key = dense("key", key_shape[-1], heads * self.key_dim)
+        self._value = dense("value", value_shape[-1], heads * self.value_dim)
+        self._output = dense("output", heads * self.value_dim, out_dim)
+
+        def table(name, depth):
+            shape = (self.num_relations, depth)
+            if not self.heads_share_relative_embeddings:
+                shape = (heads,) + shape
+            return self.add_weight(name=name, shape=shape, initializer=self.relative_initializer)
+
+        self.relative_key_embeddings = None
+        self.relative_value_embeddings = None
+        if self.num_relations:
+            if self.use_relative_keys:
+                self.relative_key_embeddings = table("relative_key_embeddings", self.key_dim)
+            if self.use_relative_values:
+                self.relative_value_embeddings = table("relative_value_embeddings", self.value_dim)
+        self.dropout_layer.build(None)
+
+    # -- projections -------------------------------------------------------------------------------------
+    def _project(self, x, weights, depth):
+        kernel, bias = weights
+        y = ops.matmul(x, kernel)
+        if bias is not None:
+            y = y + bias
+        return ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], self.num_heads, depth))
+
+    def compute_key_value(self, value, key=None):
+        """Projected keys and values of `value` (and `key`), to reuse across calls as a static `cache`."""
+        key = value if key is None else key
+        return {"key": self._project(key, self._key, self.key_dim),
+                "value": self._project(value, self._value, self.value_dim)}
+
+    def init_cache(self, batch_size, max_length, dtype=None):
+        """An empty self-attention cache of `max_length` positions."""
+        dtype = dtype or self.compute_dtype
+        return {"key": ops.zeros((batch_size, max_length, self.num_heads, self.key_dim), dtype),
+                "value": ops.zeros((batch_size, max_length, self.num_heads, self.value_dim), dtype)}
+
+    # -- attention ---------------------------------------------------------------------------------------
+    def call(self, query, value=None, key=None, query_mask=None, value_mask=None, key_mask=None,
+             attention_mask=None, use_causal_mask=False, edge_labels=None, cache=None, cache_index=None,
+             return_attention_scores=False, training=None):
+        if value is None:
+            value = query
+        if key is None:
+            key = value
+        if query_mask is None:
+            query_mask = _keras_mask(query)
+        if value_mask is None and cache is None:
+            value_mask = _keras_mask(value)
+        if self.num_edge_labels is not None and edge_labels is None:
+            raise ValueError("this layer was built with num_edge_labels; pass edge_labels [B, Tq, Tk]")
+
+        q = self._project(query, self._query, self.key_dim)
+        if cache is not None and cache_index is None:
+            k, v = cache["key"], cache["value"]
+        else:
+            k = self._project(key, self._key, self.key_dim)
+            v = self._project(value, self._value, self.value_dim)
+            if cache is not None:
+                start = [0, cache_index, 0, 0]
+                k = ops.slice_update(cache["key"], start, ops.cast(k, cache["key"].dtype))
+                v = ops.slice_update(cache["value"], start, ops.cast(v, cache["value"].dtype))
+                cache = {"key": k, "value": v}
+
+        num_queries, num_keys = ops.shape(q)[1], ops.shape(k)[1]
+        first = 0 if cache_index is None else cache_index
+        query_positions = first + ops.arange(num_queries, dtype="int32")
+        relations = self._relations(query_positions, num_keys, edge_labels)
+
+        q = q * ops.cast(self.key_dim ** -0.5, q.dtype)
+        logits = ops.einsum("bqhd,bkhd->bhqk", q, k)
+        if relations is not None and self.relative_key_embeddings is not None:
+            equation = "bqhd,rd->bhqr" if self.heads_share_relative_embeddings else "bqhd,hrd->bhqr"
+            table = ops.cast(self.relative_key_embeddings, q.dtype)
+            query_relations = ops.einsum(equation, q, table)
+            logits = logits + relative_ops.relative_logits(query_relations, relations)
+
+        mask = self._combined_mask(query_mask, value_mask, key_mask, attention_mask, use_causal_mask,
+                                   query_positions, num_keys, written=cache_index is not None)
+        logits = ops.cast(logits, "float32")  # Masking and softmax in float32: no fp16 overflow.
+        if mask is not None:
+            logits = ops.where(mask[:, None], logits, _MASKED_LOGIT)
+        scores = ops.cast(ops.softmax(logits, axis=-1), self.compute_dtype)
+        weights = self.dropout_layer(scores, training=training)
+
+        out = ops.einsum("bhqk,bkhd->bqhd", weights, v)
+        if relations is not None and self.relative_value_embeddings is not None:
+            per_relation = relative_ops.relative_weights(weights, relations)
+            equation = "bhqr,rd->bqhd" if self.heads_share_relative_embeddings else "bhqr,hrd->bqhd"
+            table = ops.cast(self.relative_value_embeddings, out.dtype)
+            out = out + ops.einsum(equation, per_relation, table)
+        if mask is not None:
+            # Softmax over all-masked keys is uniform, not zero: zero those rows explicitly.
+            has_keys = ops.cast(ops.any(mask, axis=-1), out.dtype)  # [B, Tq]
+            out = out * has_keys[:, :, None, None]
+            scores = scores * has_keys[:, None, :, None]
+
+        kernel, bias = self._output
+        out = ops.matmul(ops.reshape(out, (ops.shape(out)[0], num_queries, -1)), kernel)
+        if bias is not None:
+            out = out + bias
+
+        results = [out]
+        if return_attention_scores:
+            results.append(scores)
+        if cache is not None:
+            results.append(cache)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def _relations(self, query_positions, num_keys, edge_labels):
+        if self.relative_key_embeddings is None and self.relative_value_embeddings is None:
+            return None
+        if self.num_edge_labels is not None:
+            return relative_ops.EdgeLabels(edge_labels, self.num_edge_labels)
+        return relative_ops.ClippedRelativePositions(query_positions, num_keys, self.max_relative_position)
+
+    @staticmethod
+    def _combined_mask(query_mask, value_mask, key_mask, attention_mask, use_causal_mask, query_positions,
+                       num_keys, written):
+        """AND of all masks, broadcastable to `[B, Tq, Tk]`, or None.
+
+        `written`: keys live in a cache buffer, of which only positions before the last query are filled.
+        """
+        parts = []
+        key_positions = ops.arange(num_keys, dtype="int32")
+        if query_mask is not None:
+            parts.append(ops.cast(query_mask, "bool")[:, :, None])
+        for key_side in (value_mask, key_mask):
+            if key_side is not None:
+                parts.append(ops.cast(key_side, "bool")[:, None, :])
+        if attention_mask is not None:
+            parts.append(ops.cast(attention_mask, "bool"))
+        if use_causal_mask:
+            parts.append((query_positions[:, None] >= key_positions[None, :])[None])
+        elif written:
+            parts.append((key_positions <= query_positions[-1])[None, None, :])
+        if not parts:
+            return None
+        mask = parts[0]
+        for part in parts[1:]:
+            mask = ops.logical_and(mask, part)
+        return mask
+
+    def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
+        return tuple(query_shape[:-1]) + (self.output_dim or query_shape[-1],)
+
+    def compute_output_spec(self, query, value=None, key=None, return_attention_scores=False, cache=None,
+                            **kwargs):
+        out = keras.KerasTensor(self.compute_output_shape(query.shape), dtype=self.compute_dtype)
+        results = [out]
+        if return_attention_scores:
+            num_keys = cache["key"].shape[1] if cache is not None else (value if value is not None
+                                                                        else query).shape[1]
+            shape = (query.shape[0], self.num_heads, query.shape[1], num_keys)
+            results.append(keras.KerasTensor(shape, dtype=self.compute_dtype))
+        if cache is not None:
+            results.append({name: keras.KerasTensor(t.shape, dtype=t.dtype) for name, t in cache.items()})
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "num_heads": self.num_heads,
+            "key_dim": self.key_dim,
+            "value_dim": self.value_dim,
+            "output_dim": self.output_dim,
+            "max_relative_position": self.max_relative_position,
+            "num_edge_labels": self.num_edge_labels,
+            "use_relative_keys": self.use_relative_keys,
+            "use_relative_values": self.use_relative_values,
+            "heads_share_relative_embeddings": self.heads_share_relative_embeddings,
+            "dropout": self.dropout,
+            "use_bias": self.use_bias,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            "relative_initializer": keras.initializers.serialize(self.relative_initializer),
+            "seed": self.seed,
+        })
+        return config
