@@ -8,7 +8,6 @@ from t2t_relpos.hparams.hparams_lib import HParams
 CHOICES = {
     "position_encoding": ("sinusoid", "relative", "both", "none"),
     "norm_position": ("post", "pre"),
-    "learning_rate_schedule": ("noam", "rsqrt_decay", "constant", "linear_warmup_constant"),
     "optimizer": ("adam", "adamw"),
     "recurrence_type": ("basic", "act"),
     "transition_type": ("ffn", "sepconv"),
@@ -49,7 +48,7 @@ def default_hparams():
         optimizer_adam_beta2=0.98,
         optimizer_adam_epsilon=1e-9,
         weight_decay=0.0,
-        learning_rate_schedule="noam",
+        learning_rate_schedule="noam",  # See t2t_relpos.training.schedules (extensible).
         learning_rate=1.0,  # Multiplier of the schedule.
         learning_rate_warmup_steps=4000,
         clip_grad_norm=0.0,  # 0 disables clipping.

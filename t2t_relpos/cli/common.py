@@ -45,6 +45,25 @@ def define_run_flags():
     define_usr_dir_flag()
 
 
+def import_tensorflow():
+    """Imports TensorFlow without the C++ start-up chatter it prints before logging is configured."""
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"]
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        tf.config.list_physical_devices()  # Probes for GPUs now, while stderr is quiet.
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+    return tf
+
+
 def import_usr_dir():
     if FLAGS.usr_dir:
         from t2t_relpos import registry  # pylint: disable=import-outside-toplevel

@@ -1,5 +1,7 @@
 """Relation-aware multi-head attention (Shaw, Uszkoreit and Vaswani 2018)."""
 
+import warnings
+
 import keras
 from keras import ops
 
@@ -12,6 +14,9 @@ except ImportError:  # pragma: no cover
         return getattr(x, "_keras_mask", None)
 
 _MASKED_LOGIT = -1e9
+
+# A single key (the first decoding step) is a legitimate softmax over one element.
+warnings.filterwarnings("ignore", message="You are using a softmax over axis -1 of a tensor of shape")
 
 
 @keras.saving.register_keras_serializable(package="t2t_relpos")

@@ -1,0 +1,54 @@
+"""t2t-relpos-avg-checkpoints: average a run's last checkpoints into a new checkpoint.
+
+  t2t-relpos-avg-checkpoints --output_dir=~/runs/big_rel --num_last=20
+  t2t-relpos-decoder --output_dir=~/runs/big_rel/averaged --decode_from_file=...
+
+Writes <output_dir>/averaged (or --averaged_dir) with the averaged weights and the run's hparams, so the
+decoder can read it as a run directory. --checkpoints=a,b,c averages exactly those checkpoints instead.
+"""
+
+import os
+
+from absl import flags
+
+from t2t_relpos.cli import common
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+    flags.DEFINE_string("output_dir", None, "The trainer's --output_dir.")
+    flags.DEFINE_integer("num_last", 20, "Average the newest N checkpoints.", lower_bound=1)
+    flags.DEFINE_list("checkpoints", [], "Explicit checkpoint paths to average instead.")
+    flags.DEFINE_string("averaged_dir", None, "Where the result goes (default: <output_dir>/averaged).")
+    flags.DEFINE_string("data_dir", None, "The problem's data directory (vocabularies), if it has one.")
+    common.define_usr_dir_flag()
+
+
+def main(argv):  # pylint: disable=unused-argument
+    common.import_tensorflow()
+    # pylint: disable=import-outside-toplevel
+    from t2t_relpos import errors
+    from t2t_relpos.training import averaging
+    from t2t_relpos.training import runs
+
+    common.import_usr_dir()
+    if not FLAGS.output_dir:
+        raise errors.T2TRelposError("--output_dir is required")
+    paths = FLAGS.checkpoints or averaging.last_checkpoints(FLAGS.output_dir, FLAGS.num_last)
+    model, _, _, _ = runs.load(FLAGS.output_dir, paths[-1], FLAGS.data_dir)
+    averaging.average(model, paths)
+    target = FLAGS.averaged_dir or os.path.join(FLAGS.output_dir, "averaged")
+    saved = averaging.write_averaged(model, FLAGS.output_dir, paths, target)
+    print(f"Averaged {len(paths)} checkpoints ({os.path.basename(paths[0])} .. {os.path.basename(paths[-1])}) "
+          f"into {saved}")
+    return 0
+
+
+def run(argv=None):
+    define_flags()
+    common.run(main, "t2t-relpos-avg-checkpoints", __doc__, [__name__, common.__name__], argv)
+
+
+if __name__ == "__main__":
+    run()

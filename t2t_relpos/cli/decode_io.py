@@ -1,0 +1,132 @@
+"""The decoder's input and output: reading lines safely, writing in order, a progress line, interaction."""
+
+import os
+import sys
+import time
+
+from absl import logging
+
+from t2t_relpos import errors
+
+# Lines decoded between writes: large enough for length-sorting to pay off, small enough that an
+# interrupted run keeps almost everything it decoded.
+CHUNK_BATCHES = 16
+
+
+def read_lines(path):
+    """The lines of `path` ('-': stdin) as text; an undecodable line is an error that names it."""
+    if path == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        if not os.path.isfile(path):
+            raise errors.DataError(f"{path} does not exist")
+        with open(path, "rb") as f:
+            data = f.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    text = []
+    for number, raw in enumerate(lines, 1):
+        try:
+            text.append(raw.rstrip(b"\r").decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise errors.DataError(f"{path}: line {number} is not valid UTF-8 (byte {raw[e.start]:#04x} at "
+                                   f"column {e.start + 1})") from None
+    return text
+
+
+def split_text(problem, split, data_dir):
+    """(sources, references) as text, from the problem's own `split`."""
+    encoders = problem.feature_encoders(data_dir)
+    sources, references = [], []
+    for example in problem.dataset(split, data_dir).as_numpy_iterator():
+        sources.append(encoders["inputs"].decode(example["inputs"].tolist()))
+        references.append(encoders["targets"].decode(example["targets"].tolist()))
+    return sources, references
+
+
+def _encode_all(translator, sources):
+    encoded = []
+    for number, line in enumerate(sources, 1):
+        try:
+            ids, truncated = translator.encode(line)
+        except ValueError as e:
+            raise errors.DataError(f"line {number}: {e}") from None
+        if truncated:
+            logging.warning("line %d has more than %d tokens; truncated", number, translator.max_input_length)
+        encoded.append(ids)
+    return encoded
+
+
+def decode_to_file(translator, sources, path, return_beams=False):
+    """Decodes `sources` chunk by chunk, writing each chunk in order as soon as it is done.
+
+    Every line is encoded (and so checked) before anything is decoded. Returns the best hypotheses.
+    """
+    encoded = _encode_all(translator, sources)
+    out = sys.stdout if path == "-" else open(path, "w", encoding="utf-8")  # pylint: disable=consider-using-with
+    progress = _Progress(len(sources))
+    best = []
+    chunk = translator.batch_size * CHUNK_BATCHES
+    try:
+        for start in range(0, len(sources), chunk):
+            indices = range(start, min(start + chunk, len(sources)))
+            wanted = [i for i in indices if sources[i].strip()]
+            results = dict(zip(wanted, translator.decode_ids([encoded[i] for i in wanted])))
+            for i in indices:
+                hypotheses = [(translator.target_encoder.decode(ids), score)
+                              for ids, score in results.get(i, [([], 0.0)])]
+                best.append(hypotheses[0][0])
+                if return_beams:
+                    out.write("\t".join(f"{text}\t{score:.4f}" for text, score in hypotheses) + "\n")
+                else:
+                    out.write(hypotheses[0][0] + "\n")
+            out.flush()
+            progress.update(indices.stop)
+    finally:
+        progress.close()
+        if out is not sys.stdout:
+            out.close()
+    return best
+
+
+def interactive(translator, return_beams=False):
+    """A read-decode-print loop on the terminal; an empty line or Ctrl-D ends it."""
+    print("Type a sentence and press Enter (empty line or Ctrl-D to quit).", file=sys.stderr)
+    while True:
+        try:
+            line = input("> ")
+        except EOFError:
+            break
+        if not line.strip():
+            break
+        try:
+            hypotheses = translator.translate([line], return_beams=True)[0]
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            continue
+        for text, score in (hypotheses if return_beams else hypotheses[:1]):
+            print(f"{text}\t{score:.4f}" if return_beams else text, flush=True)
+    return 0
+
+
+class _Progress:
+    """'decoded N/M lines (X lines/s)' on stderr, rewritten in place on a terminal."""
+
+    def __init__(self, total):
+        self.total = total
+        self.began = time.perf_counter()
+        self.tty = sys.stderr.isatty()
+
+    def update(self, done):
+        rate = done / max(time.perf_counter() - self.began, 1e-9)
+        text = f"decoded {done}/{self.total} lines ({rate:.1f} lines/s)"
+        if self.tty:
+            sys.stderr.write("\r" + text)
+        else:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+    def close(self):
+        if self.tty:
+            sys.stderr.write("\n")

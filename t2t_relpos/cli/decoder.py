@@ -1,0 +1,103 @@
+"""t2t-relpos-decoder: decode with a trained model (the run's problem, model and hparams are read from
+--output_dir).
+
+  t2t-relpos-decoder --output_dir=/tmp/reverse --decode_split=eval
+  t2t-relpos-decoder --output_dir=~/runs/big_rel --decode_from_file=newstest2014.en \
+      --decode_to_file=out.de --decode_reference=newstest2014.de \
+      --decode_hparams='beam_size=4,alpha=0.6,batch_size=32'
+  echo 0123456789 | t2t-relpos-decoder --output_dir=/tmp/reverse --decode_from_file=-
+  t2t-relpos-decoder --output_dir=/tmp/reverse --decode_interactive
+
+Inputs are decoded in length-sorted batches (chunk by chunk) and written in their original order; empty
+lines give empty outputs; lines longer than max_input_length tokens are truncated with a warning.
+"""
+
+import sys
+
+from absl import flags
+
+from t2t_relpos.cli import common
+
+FLAGS = flags.FLAGS
+_PROG = "t2t-relpos-decoder"
+
+
+def define_flags():
+    flags.DEFINE_string("output_dir", None, "The trainer's --output_dir.")
+    flags.DEFINE_string("data_dir", None, "The problem's data directory (vocabularies), if it has one.")
+    flags.DEFINE_string("checkpoint_path", None, "A specific checkpoint (default: the newest in --output_dir).")
+    flags.DEFINE_string("decode_hparams", "", "Overrides of beam_size, alpha, batch_size, extra_length, "
+                        "return_beams, temperature, top_k, max_input_length, e.g. 'beam_size=4,alpha=0.6'.")
+    flags.DEFINE_string("decode_from_file", None, "Source text, one sentence per line ('-': stdin).")
+    flags.DEFINE_string("decode_to_file", "-", "Where outputs go, one per line ('-': stdout). With "
+                        "return_beams, each line holds 'hypothesis<TAB>score' pairs, best first.")
+    flags.DEFINE_string("decode_reference", None, "Reference translations, line-aligned with the source: "
+                        "reports sacreBLEU (text problems) or char/sequence accuracy (algorithmic problems).")
+    flags.DEFINE_enum("decode_split", None, ["eval", "test"], "Decode the problem's own split and score it.")
+    flags.DEFINE_boolean("decode_interactive", False, "Type sentences, get translations.")
+    flags.DEFINE_boolean("jit_compile", False, "Compile the search with XLA.")
+    common.define_usr_dir_flag()
+
+
+def decode_hparams(hparams):
+    """Decoding settings: the run's beam_size/alpha/extra_length, then --decode_hparams."""
+    from t2t_relpos.hparams import HParams  # pylint: disable=import-outside-toplevel
+
+    return HParams(beam_size=hparams.beam_size, alpha=hparams.alpha, extra_length=hparams.extra_length,
+                   batch_size=32, return_beams=False, temperature=0.0, top_k=0,
+                   max_input_length=1024).parse(FLAGS.decode_hparams)
+
+
+def main(argv):  # pylint: disable=unused-argument
+    common.import_tensorflow()
+    # pylint: disable=import-outside-toplevel
+    from t2t_relpos import errors
+    from t2t_relpos.cli import decode_io
+    from t2t_relpos.decoding import translator as translator_lib
+    from t2t_relpos.training import runs
+
+    common.import_usr_dir()
+    if not FLAGS.output_dir:
+        raise errors.T2TRelposError("--output_dir is required")
+    modes = [FLAGS.decode_from_file is not None, FLAGS.decode_split is not None, FLAGS.decode_interactive]
+    if sum(modes) != 1:
+        raise errors.T2TRelposError("give exactly one of --decode_from_file, --decode_split, "
+                                    "--decode_interactive")
+    model, problem, hparams, path = runs.load(FLAGS.output_dir, FLAGS.checkpoint_path, FLAGS.data_dir)
+    settings = decode_hparams(hparams)
+    if settings.temperature > 0 and settings.beam_size > 1:
+        raise errors.HParamsError("sampling (temperature > 0) needs beam_size=1")
+    translator = translator_lib.Translator(
+        model, problem, FLAGS.data_dir, beam_size=settings.beam_size, alpha=settings.alpha,
+        extra_length=settings.extra_length, batch_size=settings.batch_size,
+        max_input_length=settings.max_input_length, temperature=settings.temperature, top_k=settings.top_k,
+        jit_compile=FLAGS.jit_compile)
+    print(f"Decoding with {path} (beam_size={settings.beam_size}, alpha={settings.alpha})", file=sys.stderr,
+          flush=True)
+
+    if FLAGS.decode_interactive:
+        return decode_io.interactive(translator, settings.return_beams)
+    if FLAGS.decode_split:
+        sources, references = decode_io.split_text(problem, FLAGS.decode_split, FLAGS.data_dir)
+    else:
+        sources = decode_io.read_lines(FLAGS.decode_from_file)
+        references = decode_io.read_lines(FLAGS.decode_reference) if FLAGS.decode_reference else None
+        if references is not None and len(references) != len(sources):
+            raise errors.DataError(f"--decode_reference has {len(references)} lines but the source has "
+                                   f"{len(sources)}")
+    hypotheses = decode_io.decode_to_file(translator, sources, FLAGS.decode_to_file, settings.return_beams)
+    if references is not None:
+        from t2t_relpos.decoding import scoring
+
+        for line in scoring.report(problem.decode_metric, hypotheses, references):
+            print(line, flush=True)
+    return 0
+
+
+def run(argv=None):
+    define_flags()
+    common.run(main, _PROG, __doc__, [__name__, common.__name__], argv)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,95 @@
+"""t2t-relpos-trainer: train a registered model on a registered problem.
+
+  t2t-relpos-trainer --problem=algorithmic_reverse_decimal40 --hparams_set=transformer_tiny_rel \
+      --output_dir=/tmp/reverse --train_steps=2000
+
+  t2t-relpos-trainer --problem=wmt14_ende --hparams_set=transformer_big_rel \
+      --data_dir=~/t2t_data --tmp_dir=~/t2t_tmp --output_dir=~/runs/big_rel --generate_data
+
+Rerunning the same command in the same --output_dir resumes from the last checkpoint (the stored hparams,
+problem and model are reused; asking for different ones is an error). Ctrl-C saves a checkpoint and stops.
+"""
+
+from absl import flags
+
+from t2t_relpos.cli import common
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+    common.define_run_flags()
+    flags.DEFINE_integer("train_steps", None, "Optimizer steps to train for in total (default: the "
+                         "hparams set's train_steps).", lower_bound=0)
+    flags.DEFINE_integer("eval_steps", None, "Evaluation batches (default: the whole evaluation split).",
+                         lower_bound=1)
+    flags.DEFINE_integer("eval_every", None, "Steps between evaluations (default: --checkpoint_every; 0: "
+                         "only at the end).", lower_bound=0)
+    flags.DEFINE_integer("checkpoint_every", 1000, "Steps between checkpoints.", lower_bound=1)
+    flags.DEFINE_integer("keep_checkpoint_max", 20, "Checkpoints to keep.", lower_bound=1)
+    flags.DEFINE_integer("log_every", 100, "Steps between progress lines when not on a terminal.",
+                         lower_bound=1)
+    flags.DEFINE_integer("seed", None, "Random seed for initialisation and data order.")
+    flags.DEFINE_boolean("registry_help", False, "List the registered problems, models and hparams sets.")
+    flags.DEFINE_enum("distribution", "auto", ["auto", "one_device", "mirrored", "multi_worker"],
+                      "auto: MirroredStrategy over all GPUs if several, else one device; multi_worker reads "
+                      "TF_CONFIG.")
+    flags.DEFINE_integer("cpu_devices", 1, "Split the CPU into this many logical devices (to run "
+                         "--distribution=mirrored without GPUs, e.g. for testing).", lower_bound=1)
+    flags.DEFINE_enum("mixed_precision", "none", ["none", "mixed_float16", "mixed_bfloat16"],
+                      "Compute in 16-bit floats with float32 weights.")
+    flags.DEFINE_boolean("jit_compile", False, "Compile the training step with XLA.")
+    flags.DEFINE_boolean("generate_data", False, "Prepare the problem's data (as t2t-relpos-datagen) first.")
+
+
+def main(argv):  # pylint: disable=unused-argument
+    common.import_tensorflow()
+    # pylint: disable=import-outside-toplevel
+    from t2t_relpos import errors
+    from t2t_relpos import registry
+    from t2t_relpos.hparams import stored
+    from t2t_relpos.training import strategy as strategy_lib
+    from t2t_relpos.training import trainer as trainer_lib
+
+    strategy_lib.split_cpu(FLAGS.cpu_devices)  # Before anything creates a tensor.
+    common.import_usr_dir()
+    if FLAGS.registry_help:
+        print(registry.help_string(), end="")
+        return 0
+    if not FLAGS.output_dir:
+        raise errors.T2TRelposError("--output_dir is required")
+    hparams, problem_name, model_name = stored.resolve_for_run(
+        FLAGS.output_dir, FLAGS.hparams_set, FLAGS.hparams, FLAGS.gin_file, FLAGS.gin_param,
+        problem=FLAGS.problem, model=FLAGS.model)
+    if not problem_name:
+        raise errors.T2TRelposError("--problem is required for a new run")
+    problem = registry.problem(problem_name)
+    registry.model(model_name)  # Fails early, with close matches, on an unknown name.
+    if FLAGS.generate_data:
+        problem.generate_data(FLAGS.data_dir, FLAGS.tmp_dir)
+    strategy = strategy_lib.make_strategy(FLAGS.distribution)
+    mixed_precision = None if FLAGS.mixed_precision == "none" else FLAGS.mixed_precision
+    train_steps = hparams.train_steps if FLAGS.train_steps is None else FLAGS.train_steps
+    print(f"Training {model_name} ({hparams.hparams_set}) on {problem_name} for {train_steps} steps with "
+          f"{strategy.num_replicas_in_sync} replica(s); output in {FLAGS.output_dir}", flush=True)
+    trainer = trainer_lib.Trainer(
+        problem, hparams, FLAGS.output_dir, model_name=model_name, data_dir=FLAGS.data_dir, strategy=strategy,
+        seed=FLAGS.seed, jit_compile=FLAGS.jit_compile, mixed_precision=mixed_precision,
+        checkpoint_every=FLAGS.checkpoint_every, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+        eval_every=FLAGS.eval_every, eval_steps=FLAGS.eval_steps, log_every=FLAGS.log_every)
+    try:
+        metrics = trainer.train(train_steps)
+    except trainer_lib.TrainingInterrupted as e:
+        common.fail("t2t-relpos-trainer", str(e), status=common.INTERRUPTED)
+    if metrics:
+        print("Final evaluation: " + "  ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())), flush=True)
+    return 0
+
+
+def run(argv=None):
+    define_flags()
+    common.run(main, "t2t-relpos-trainer", __doc__, [__name__, common.__name__], argv)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,47 @@
+"""Scores of decoded text: sacreBLEU for translation, character and sequence accuracy for algorithmic tasks.
+
+BLEU is computed by sacreBLEU on detokenized text with its standard tokenisations (13a, and intl), and the
+signature is reported with the score, so figures are comparable across papers. tensor2tensor's "approx
+BLEU" on subword ids is not BLEU and is not offered.
+"""
+
+import sacrebleu
+
+
+def bleu(hypotheses, references, tokenize="13a"):
+    """Corpus BLEU of `hypotheses` against one reference each: `(score, signature string)`."""
+    metric = sacrebleu.metrics.BLEU(tokenize=tokenize)
+    result = metric.corpus_score(list(hypotheses), [list(references)])
+    return result.score, str(metric.get_signature())
+
+
+def sequence_accuracy(hypotheses, references):
+    """Per-symbol and per-sequence accuracy (the Universal Transformer paper's char/seq accuracy).
+
+    A symbol is correct when the hypothesis has the reference's symbol at the same position; symbols missing
+    from a too-short hypothesis count as wrong, so do extra symbols of a too-long one.
+
+    Returns:
+        {"char_accuracy": ..., "seq_accuracy": ..., "sequences": n}
+    """
+    correct = total = exact = 0
+    for hyp, ref in zip(hypotheses, references):
+        correct += sum(a == b for a, b in zip(hyp, ref))
+        total += max(len(ref), len(hyp))
+        exact += hyp == ref
+    n = len(references)
+    return {"char_accuracy": correct / total if total else 1.0, "seq_accuracy": exact / n if n else 1.0,
+            "sequences": n}
+
+
+def report(metric, hypotheses, references):
+    """Human-readable lines for the problem's decode metric ("bleu" or "accuracy")."""
+    if metric == "bleu":
+        lines = []
+        for tokenize in ("13a", "intl"):
+            score, signature = bleu(hypotheses, references, tokenize)
+            lines.append(f"BLEU = {score:.2f}  ({signature})")
+        return lines
+    scores = sequence_accuracy(hypotheses, references)
+    return [f"char_accuracy = {scores['char_accuracy']:.4f}  seq_accuracy = {scores['seq_accuracy']:.4f}  "
+            f"({scores['sequences']} sequences)"]

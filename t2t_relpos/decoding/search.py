@@ -1,0 +1,194 @@
+"""Greedy search, sampling and beam search over any model with `encode`, `init_cache` and `decode_step`.
+
+Written with keras.ops (so it runs on any backend); wrap the calls in `tf.function` on TensorFlow (the
+`Translator` does). The encoder runs once; every step feeds one token per hypothesis and reuses the
+model's key/value caches. Caches are dicts whose `"self"` entry holds the per-hypothesis decoding state
+(reordered between beams); every other entry (encoder keys/values, masks) is the same for all beams of a
+sentence.
+
+Sequences are returned without the start symbol; positions after EOS are 0 (padding).
+"""
+
+import keras
+from keras import ops
+
+EOS_ID = 1
+PAD_ID = 0
+_NEG_INF = -1.0e9
+
+
+def _log_probs(logits):
+    """Log-softmax over the vocabulary with the padding id excluded: decoding never emits padding."""
+    vocab = ops.shape(logits)[-1]
+    logits = ops.where(ops.arange(vocab) == PAD_ID, _NEG_INF, ops.cast(logits, "float32"))
+    return ops.log_softmax(logits, axis=-1)
+
+
+def length_penalty(length, alpha):
+    """GNMT's length normalisation: ((5 + |Y|) / 6) ** alpha (alpha = 0: none)."""
+    return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
+
+
+def max_decode_length(inputs, extra_length):
+    """Source length (without padding) + `extra_length`, the longest output considered."""
+    source = ops.sum(ops.cast(ops.not_equal(inputs, PAD_ID), "int32"), axis=-1)
+    return ops.max(source) + extra_length
+
+
+def greedy(model, inputs, max_length, temperature=0.0, top_k=0, seed=None):
+    """Decodes the most probable token at each step (or samples, when `temperature > 0`).
+
+    Args:
+        model: Has `encode(inputs)`, `init_cache(enc, mask, max_length)`, `decode_step(ids, cache, index)`.
+        inputs: int `[B, S]` source ids (0-padded, EOS-terminated).
+        max_length: Python int, the longest output (static: it sizes the caches).
+        temperature: 0 for greedy decoding; > 0 samples from softmax(logits / temperature).
+        top_k: When sampling, only from the k most probable tokens (0: all).
+        seed: int or `keras.random.SeedGenerator` for sampling.
+
+    Returns:
+        (ids `[B, max_length]`, log-probabilities of the sequences `[B]`).
+    """
+    encoder_output, encoder_mask = model.encode(inputs, training=False)
+    cache = model.init_cache(encoder_output, encoder_mask, max_length)
+    batch = ops.shape(inputs)[0]
+    seed = keras.random.SeedGenerator(seed) if temperature > 0 and not isinstance(
+        seed, keras.random.SeedGenerator) else seed
+
+    def cond(i, token, cache, out, finished, score):  # pylint: disable=unused-argument
+        return ops.logical_and(i < max_length, ops.logical_not(ops.all(finished)))
+
+    def body(i, token, cache, out, finished, score):
+        logits, cache = model.decode_step(token[:, None], cache, i)
+        log_probs = _log_probs(logits[:, 0])
+        if temperature > 0:
+            nxt = _sample(log_probs, temperature, top_k, seed)
+        else:
+            nxt = ops.cast(ops.argmax(log_probs, axis=-1), "int32")
+        nxt = ops.where(finished, PAD_ID, nxt)
+        gained = ops.take_along_axis(log_probs, nxt[:, None], axis=-1)[:, 0]
+        score = score + ops.where(finished, 0.0, gained)
+        out = ops.slice_update(out, [0, i], nxt[:, None])
+        finished = ops.logical_or(finished, ops.equal(nxt, EOS_ID))
+        return i + 1, nxt, cache, out, finished, score
+
+    state = (ops.convert_to_tensor(0, "int32"), ops.zeros((batch,), "int32"), cache,
+             ops.zeros((batch, max_length), "int32"), ops.zeros((batch,), "bool"), ops.zeros((batch,)))
+    _, _, _, out, _, score = ops.while_loop(cond, body, state, maximum_iterations=max_length)
+    return out, score
+
+
+def _sample(log_probs, temperature, top_k, seed):
+    logits = log_probs / temperature
+    if top_k:
+        kth = ops.top_k(logits, top_k)[0][:, -1:]
+        logits = ops.where(logits < kth, _NEG_INF, logits)
+    return ops.cast(keras.random.categorical(logits, 1, seed=seed)[:, 0], "int32")
+
+
+def beam_search(model, inputs, max_length, beam_size=4, alpha=0.6):
+    """Beam search with GNMT length normalisation, keeping `beam_size` alive and finished hypotheses.
+
+    A hypothesis finishes when it emits EOS; its score is log P(Y) / length_penalty(|Y|, alpha). Search
+    stops when no alive hypothesis can beat the worst finished one (log-probabilities only decrease), or at
+    `max_length`.
+
+    Args:
+        model, inputs, max_length: as for `greedy`.
+        beam_size: Hypotheses kept per sentence.
+        alpha: Length-penalty exponent (0.6 in the paper).
+
+    Returns:
+        (ids `[B, beam_size, max_length]`, scores `[B, beam_size]`), best first.
+    """
+    encoder_output, encoder_mask = model.encode(inputs, training=False)
+    batch = ops.shape(inputs)[0]
+    k = beam_size
+    tile = lambda x: ops.repeat(x, k, axis=0)  # [B, ...] -> [B * k, ...], beams of a sentence adjacent.
+    cache = model.init_cache(tile(encoder_output), tile(encoder_mask), max_length)
+    max_penalty = length_penalty(max_length, alpha)
+
+    def cond(i, alive_seq, alive_log_probs, last, cache, fin_seq, fin_scores, fin_flags):
+        del alive_seq, last, cache, fin_seq
+        # The best any alive hypothesis could still reach, against the worst finished hypothesis kept.
+        best_alive = alive_log_probs[:, 0] / max_penalty
+        worst_finished = ops.min(ops.where(fin_flags, fin_scores, 0.0), axis=1)
+        worst_finished = ops.where(ops.any(fin_flags, axis=1), worst_finished, _NEG_INF)
+        open_ = ops.logical_not(ops.all(ops.logical_and(ops.all(fin_flags, axis=1),
+                                                        worst_finished > best_alive)))
+        return ops.logical_and(i < max_length, open_)
+
+    def body(i, alive_seq, alive_log_probs, last, cache, fin_seq, fin_scores, fin_flags):
+        logits, cache = model.decode_step(ops.reshape(last, (-1, 1)), cache, i)
+        vocab = ops.shape(logits)[-1]
+        log_probs = ops.reshape(_log_probs(logits[:, 0]), (batch, k, vocab))
+        log_probs = log_probs + alive_log_probs[:, :, None]
+        flat = ops.reshape(log_probs, (batch, k * vocab))
+        # 2k candidates: even if k of them end in EOS, k can stay alive.
+        cand_log_probs, cand_index = ops.top_k(flat, 2 * k)
+        cand_beam = cand_index // vocab
+        cand_token = ops.cast(cand_index % vocab, "int32")
+        cand_seq = ops.take_along_axis(alive_seq, cand_beam[:, :, None], axis=1)
+        cand_seq = ops.slice_update(cand_seq, [0, 0, i], cand_token[:, :, None])
+        ends = ops.equal(cand_token, EOS_ID)
+
+        # Alive: the best k candidates that did not just end.
+        alive_rank = ops.where(ends, _NEG_INF, cand_log_probs)
+        new_alive_log_probs, chosen = ops.top_k(alive_rank, k)
+        alive_seq = ops.take_along_axis(cand_seq, chosen[:, :, None], axis=1)
+        last = ops.take_along_axis(cand_token, chosen, axis=1)
+        source_beam = ops.take_along_axis(cand_beam, chosen, axis=1)  # [B, k]
+        rows = ops.reshape(source_beam + ops.arange(batch, dtype=source_beam.dtype)[:, None] * k, (-1,))
+        cache = {**cache, "self": keras.tree.map_structure(lambda t: ops.take(t, rows, axis=0), cache["self"])}
+
+        # Finished: merge the candidates that just ended with those kept so far.
+        cand_scores = cand_log_probs / length_penalty(i + 1, alpha)
+        cand_scores = ops.where(ends, cand_scores, _NEG_INF)
+        all_seq = ops.concatenate([fin_seq, cand_seq], axis=1)
+        all_scores = ops.concatenate([ops.where(fin_flags, fin_scores, _NEG_INF), cand_scores], axis=1)
+        all_flags = ops.concatenate([fin_flags, ends], axis=1)
+        fin_scores, kept = ops.top_k(all_scores, k)
+        fin_seq = ops.take_along_axis(all_seq, kept[:, :, None], axis=1)
+        fin_flags = ops.take_along_axis(all_flags, kept, axis=1)
+        return i + 1, alive_seq, new_alive_log_probs, last, cache, fin_seq, fin_scores, fin_flags
+
+    alive_log_probs = ops.tile(ops.convert_to_tensor([[0.0] + [_NEG_INF] * (k - 1)]), (batch, 1))
+    state = (ops.convert_to_tensor(0, "int32"), ops.zeros((batch, k, max_length), "int32"), alive_log_probs,
+             ops.zeros((batch, k), "int32"), cache, ops.zeros((batch, k, max_length), "int32"),
+             ops.full((batch, k), _NEG_INF), ops.zeros((batch, k), "bool"))
+    (_, alive_seq, alive_log_probs, _, _, fin_seq, fin_scores,
+     fin_flags) = ops.while_loop(cond, body, state, maximum_iterations=max_length)
+    # Finished hypotheses first (by score); unfinished ones fill the slots that are left.
+    lengths = ops.sum(ops.cast(ops.not_equal(alive_seq, PAD_ID), "int32"), axis=-1)
+    alive_scores = alive_log_probs / length_penalty(lengths, alpha)
+    all_seq = ops.concatenate([fin_seq, alive_seq], axis=1)
+    all_scores = ops.concatenate([fin_scores, alive_scores], axis=1)
+    rank = ops.concatenate([ops.where(fin_flags, fin_scores, 2 * _NEG_INF), alive_scores + _NEG_INF], axis=1)
+    _, order = ops.top_k(rank, k)
+    return (ops.take_along_axis(all_seq, order[:, :, None], axis=1),
+            ops.take_along_axis(all_scores, order, axis=1))
+
+
+def greedy_full_prefix(model, inputs, max_length, decode_fn=None):
+    """Greedy decoding without a cache: re-runs the whole decoder on the growing prefix at every step.
+
+    The baseline that cached decoding is checked and benchmarked against (O(n^2) decoder work). A Python
+    loop; pass `decode_fn` (e.g. `tf.function(model.decode, reduce_retracing=True)`) to compile the steps.
+
+    Returns:
+        ids `[B, max_length]`.
+    """
+    decode_fn = decode_fn or (lambda *args: model.decode(*args, training=False))
+    encoder_output, encoder_mask = model.encode(inputs, training=False)
+    batch = ops.shape(inputs)[0]
+    out = ops.zeros((batch, 0), "int32")
+    finished = ops.zeros((batch,), "bool")
+    for _ in range(max_length):
+        logits = decode_fn(ops.pad(out, [[0, 0], [1, 0]]), encoder_output, encoder_mask)
+        nxt = ops.cast(ops.argmax(_log_probs(logits[:, -1]), axis=-1), "int32")
+        nxt = ops.where(finished, PAD_ID, nxt)
+        out = ops.concatenate([out, nxt[:, None]], axis=1)
+        finished = ops.logical_or(finished, ops.equal(nxt, EOS_ID))
+        if bool(ops.convert_to_numpy(ops.all(finished))):
+            break
+    return ops.pad(out, [[0, 0], [0, max_length - ops.shape(out)[1]]])

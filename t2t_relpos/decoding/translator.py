@@ -1,0 +1,110 @@
+"""Text in, text out: encodes sentences, decodes them in length-sorted batches, and decodes the ids back.
+
+    translator = Translator(model, problem, beam_size=4, alpha=0.6)
+    translator.translate(["0123456789"])                      # -> ["9876543210"]
+    translator.translate(["0123"], return_beams=True)         # -> [[("3210", -0.01), ("3201", -2.3), ...]]
+"""
+
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from t2t_relpos.decoding import search
+
+EOS_ID = 1
+
+
+class Translator:
+    """Decodes text with a trained model and its problem's encoders.
+
+    Args:
+        model: A model with `encode` / `init_cache` / `decode_step` (e.g. `Transformer`).
+        problem: Its `Problem` (for the text encoders).
+        data_dir: Where the problem's vocabulary lives, if it has one.
+        beam_size: 1 decodes greedily; more runs beam search.
+        alpha: Length-penalty exponent of beam search.
+        extra_length: Outputs may be this many tokens longer than their source.
+        batch_size: Sentences per batch (sentences are sorted by length first).
+        max_input_length: Longer sources are truncated to this many tokens (see `encode`).
+        temperature, top_k: Sample instead of searching when temperature > 0 (beam_size must be 1).
+        seed: Seed of the sampling.
+        jit_compile: Compile the search with XLA.
+    """
+
+    def __init__(self, model, problem, data_dir=None, beam_size=4, alpha=0.6, extra_length=50, batch_size=32,
+                 max_input_length=1024, temperature=0.0, top_k=0, seed=None, jit_compile=False):
+        if temperature > 0 and beam_size > 1:
+            raise ValueError("sampling (temperature > 0) needs beam_size=1")
+        self.model = model
+        self.problem = problem
+        encoders = problem.feature_encoders(data_dir)
+        self.input_encoder, self.target_encoder = encoders["inputs"], encoders["targets"]
+        self.beam_size = beam_size
+        self.alpha = alpha
+        self.extra_length = extra_length
+        self.batch_size = batch_size
+        self.max_input_length = max_input_length
+        self.temperature = temperature
+        self.top_k = top_k
+        self._seed = keras.random.SeedGenerator(seed) if temperature > 0 else None
+        self._search = tf.function(self._search_ids, reduce_retracing=True, jit_compile=jit_compile)
+
+    def encode(self, text):
+        """Source ids with EOS, and whether the text was cut to `max_input_length` tokens."""
+        ids = list(self.input_encoder.encode(text))
+        truncated = len(ids) + 1 > self.max_input_length
+        if truncated:
+            ids = ids[:self.max_input_length - 1]
+        return ids + [EOS_ID], truncated
+
+    def _search_ids(self, inputs, max_length):
+        if self.beam_size > 1:
+            return search.beam_search(self.model, inputs, max_length, self.beam_size, self.alpha)
+        ids, scores = search.greedy(self.model, inputs, max_length, self.temperature, self.top_k, self._seed)
+        return ids[:, None], scores[:, None]
+
+    def decode_ids(self, sources):
+        """Decodes a list of source id lists (each EOS-terminated), in the given order.
+
+        Returns:
+            A list, per source, of `(target ids without EOS, score)` pairs, best first (one pair unless beam
+            search).
+        """
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        results = [None] * len(sources)
+        for start in range(0, len(order), self.batch_size):
+            chosen = order[start:start + self.batch_size]
+            # Pad lengths to multiples of 8 so that only a few shapes are traced.
+            width = 8 * math.ceil(max(len(sources[i]) for i in chosen) / 8)
+            batch = np.zeros((len(chosen), width), np.int32)
+            for row, i in enumerate(chosen):
+                batch[row, :len(sources[i])] = sources[i]
+            max_length = width + self.extra_length
+            ids, scores = self._search(tf.constant(batch), max_length)
+            ids, scores = ids.numpy(), scores.numpy()
+            for row, i in enumerate(chosen):
+                results[i] = [(_strip(ids[row, beam]), float(scores[row, beam])) for beam in range(ids.shape[1])]
+        return results
+
+    def translate(self, texts, return_beams=False):
+        """Decodes each text; with `return_beams`, a list of (text, score) pairs per input, best first."""
+        sources = [self.encode(text)[0] for text in texts]
+        outputs = []
+        for text, hypotheses in zip(texts, self.decode_ids(sources)):
+            if not text.strip():
+                hypotheses = [([], 0.0)]
+            decoded = [(self.target_encoder.decode(ids), score) for ids, score in hypotheses]
+            outputs.append(decoded if return_beams else decoded[0][0])
+        return outputs
+
+
+def _strip(ids):
+    """Ids up to (not including) the first EOS or padding."""
+    out = []
+    for token in ids.tolist():
+        if token in (EOS_ID, 0):
+            break
+        out.append(token)
+    return out

@@ -1,0 +1,55 @@
+"""Token embeddings scaled by sqrt(d_model), whose matrix can double as the softmax weights."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="t2t_relpos")
+class TokenEmbedding(keras.layers.Layer):
+    """Embeds ids as `E[id] * sqrt(hidden_size)`; `logits(x)` multiplies by `E^T` (tied softmax).
+
+    The matrix is initialised with standard deviation `hidden_size ** -0.5`, so scaled embeddings start with
+    unit variance, as in tensor2tensor. Padding (id 0) embeds to zeros.
+
+    Call arguments:
+        ids: int `[B, T]`.
+
+    Returns:
+        `[B, T, hidden_size]`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> embed = TokenEmbedding(vocab_size=12, hidden_size=8)
+    >>> x = embed(np.array([[3, 4, 0]]))
+    >>> embed.logits(x).shape
+    (1, 3, 12)
+    """
+
+    def __init__(self, vocab_size, hidden_size, pad_id=0, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.pad_id = pad_id
+
+    def build(self, input_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings", shape=(self.vocab_size, self.hidden_size),
+            initializer=keras.initializers.RandomNormal(stddev=self.hidden_size ** -0.5))
+
+    def call(self, ids):
+        x = ops.take(self.embeddings, ops.cast(ids, "int32"), axis=0)
+        keep = ops.cast(ops.not_equal(ids, self.pad_id), x.dtype)[..., None]
+        return x * ops.cast(self.hidden_size ** 0.5, x.dtype) * keep
+
+    def logits(self, x):
+        """`[B, T, hidden_size]` -> `[B, T, vocab_size]`."""
+        return ops.matmul(x, ops.transpose(ops.cast(self.embeddings, x.dtype)))
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape) + (self.hidden_size,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"vocab_size": self.vocab_size, "hidden_size": self.hidden_size, "pad_id": self.pad_id})
+        return config

@@ -1,0 +1,186 @@
+"""Stacks of Transformer blocks with their position signal: the encoder and the decoder of the model.
+
+They take embedded tokens, so they compose with any embedding: e.g. a text classifier can run
+`TransformerEncoder(position_encoding="relative", ...)` over its own embeddings.
+"""
+
+import keras
+
+from t2t_relpos.layers.position import SinusoidalPositionEncoding
+from t2t_relpos.layers.transformer_block import TransformerDecoderBlock, TransformerEncoderBlock
+
+POSITION_ENCODINGS = ("sinusoid", "relative", "both", "none")
+
+
+class _StackBase(keras.layers.Layer):
+    """Block arguments (see `TransformerEncoderBlock`) plus `num_layers` and `position_encoding`.
+
+    `position_encoding`: "sinusoid" adds the absolute signal to the inputs (Vaswani et al.); "relative" uses
+    relation-aware self-attention with clipping distance `max_relative_position` and no absolute signal (Shaw
+    et al.); "both" does both; "none" gives the model no position information.
+    """
+
+    block_class = None
+
+    def __init__(self, num_layers, hidden_size, num_heads, filter_size, key_dim=None, value_dim=None,
+                 position_encoding="sinusoid", max_relative_position=16, use_relative_keys=True,
+                 use_relative_values=True, heads_share_relative_embeddings=False, dropout=0.0,
+                 attention_dropout=0.0, relu_dropout=0.0, norm_position="post", norm_epsilon=1e-6,
+                 kernel_initializer="glorot_uniform", **kwargs):
+        super().__init__(**kwargs)
+        if position_encoding not in POSITION_ENCODINGS:
+            raise ValueError(f"position_encoding must be one of {POSITION_ENCODINGS}, got {position_encoding!r}")
+        self.num_layers = num_layers
+        self.position_encoding = position_encoding
+        self.block_kwargs = {
+            "hidden_size": hidden_size,
+            "num_heads": num_heads,
+            "filter_size": filter_size,
+            "key_dim": key_dim,
+            "value_dim": value_dim,
+            "max_relative_position": max_relative_position,
+            "use_relative_keys": use_relative_keys,
+            "use_relative_values": use_relative_values,
+            "heads_share_relative_embeddings": heads_share_relative_embeddings,
+            "dropout": dropout,
+            "attention_dropout": attention_dropout,
+            "relu_dropout": relu_dropout,
+            "norm_position": norm_position,
+            "norm_epsilon": norm_epsilon,
+            "kernel_initializer": keras.initializers.serialize(keras.initializers.get(kernel_initializer)),
+        }
+        block_kwargs = dict(self.block_kwargs)
+        if position_encoding not in ("relative", "both"):
+            block_kwargs["max_relative_position"] = None
+        self.blocks = [self.block_class(**block_kwargs, dtype=self.dtype_policy, name=f"layer_{i}")
+                       for i in range(num_layers)]
+        self.position_signal = SinusoidalPositionEncoding(dtype=self.dtype_policy)
+        self.input_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.final_norm = (keras.layers.LayerNormalization(epsilon=norm_epsilon, dtype=self.dtype_policy,
+                                                           name="final_norm")
+                           if norm_position == "pre" else None)
+
+    @property
+    def uses_absolute_positions(self):
+        return self.position_encoding in ("sinusoid", "both")
+
+    def _prepare(self, x, start_index, training):
+        if self.uses_absolute_positions:
+            x = x + self.position_signal(x, start_index=start_index)
+        return self.input_dropout(x, training=training)
+
+    def _finish(self, x):
+        return self.final_norm(x) if self.final_norm is not None else x
+
+    def compute_output_shape(self, input_shape, *args, **kwargs):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(self.block_kwargs)
+        config.update({"num_layers": self.num_layers, "position_encoding": self.position_encoding})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="t2t_relpos")
+class TransformerEncoder(_StackBase):
+    """`num_layers` encoder blocks over embedded inputs.
+
+    Call arguments:
+        x: `[B, T, hidden_size]` embedded tokens.
+        padding_mask: bool `[B, T]`, False at padding (default: the Keras mask of x).
+
+    Returns:
+        `[B, T, hidden_size]`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> encoder = TransformerEncoder(num_layers=2, hidden_size=16, num_heads=2, filter_size=32,
+    ...                              position_encoding="relative", max_relative_position=4)
+    >>> encoder(np.random.rand(2, 5, 16).astype("float32")).shape
+    (2, 5, 16)
+    """
+
+    block_class = TransformerEncoderBlock
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.supports_masking = True
+
+    def build(self, x_shape):
+        for block in self.blocks:
+            block.build(x_shape)
+        if self.final_norm is not None:
+            self.final_norm.build(x_shape)
+
+    def call(self, x, padding_mask=None, training=None):
+        if padding_mask is None:
+            padding_mask = getattr(x, "_keras_mask", None)
+        x = self._prepare(x, 0, training)
+        for block in self.blocks:
+            x = block(x, padding_mask=padding_mask, training=training)
+        return self._finish(x)
+
+
+@keras.saving.register_keras_serializable(package="t2t_relpos")
+class TransformerDecoder(_StackBase):
+    """`num_layers` decoder blocks: causal self-attention, attention to the encoder, feed-forward.
+
+    Call arguments:
+        y: `[B, T, hidden_size]` embedded (right-shifted) targets.
+        encoder_output: `[B, S, hidden_size]`; may be None when `cache` is given.
+        encoder_mask: bool `[B, S]`.
+        cache: from `init_cache`, for incremental decoding; then `cache_index` is the position of y's first
+            step, and the updated cache is returned too.
+
+    Returns:
+        `[B, T, hidden_size]` (and the new cache).
+
+    Example:
+
+    >>> import numpy as np
+    >>> decoder = TransformerDecoder(num_layers=2, hidden_size=16, num_heads=2, filter_size=32)
+    >>> memory = np.random.rand(2, 7, 16).astype("float32")
+    >>> cache = decoder.init_cache(memory, max_length=10)
+    >>> y, cache = decoder(np.zeros((2, 1, 16), "float32"), None, cache=cache, cache_index=0)
+    >>> y.shape
+    (2, 1, 16)
+    """
+
+    block_class = TransformerDecoderBlock
+
+    def build(self, y_shape, encoder_output_shape=None):
+        for block in self.blocks:
+            block.build(y_shape, encoder_output_shape)
+        if self.final_norm is not None:
+            self.final_norm.build(y_shape)
+
+    def init_cache(self, encoder_output, max_length, encoder_mask=None):
+        """Empty self-attention buffers of `max_length` steps and the encoder's keys/values, per layer."""
+        batch = keras.ops.shape(encoder_output)[0]
+        if encoder_mask is None:
+            encoder_mask = keras.ops.ones(keras.ops.shape(encoder_output)[:2], "bool")
+        return {
+            "encoder_mask": encoder_mask,
+            "self": [block.init_cache(batch, max_length) for block in self.blocks],
+            "cross": [block.compute_cross_cache(encoder_output) for block in self.blocks],
+        }
+
+    def call(self, y, encoder_output=None, encoder_mask=None, cache=None, cache_index=None, training=None):
+        if cache is not None:
+            encoder_mask = cache["encoder_mask"]
+        y = self._prepare(y, 0 if cache_index is None else cache_index, training)
+        new_self = []
+        for i, block in enumerate(self.blocks):
+            if cache is None:
+                y = block(y, encoder_output, encoder_mask=encoder_mask, training=training)
+            else:
+                y, layer_cache = block(y, encoder_mask=encoder_mask, self_cache=cache["self"][i],
+                                       cross_cache=cache["cross"][i], cache_index=cache_index,
+                                       training=training)
+                new_self.append(layer_cache)
+        y = self._finish(y)
+        if cache is None:
+            return y
+        return y, {"encoder_mask": encoder_mask, "self": new_self, "cross": cache["cross"]}

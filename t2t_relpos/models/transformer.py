@@ -1,0 +1,185 @@
+"""The encoder-decoder Transformer, with absolute, relative, both or no position information."""
+
+import keras
+from keras import ops
+
+from t2t_relpos import registry
+from t2t_relpos.layers.embedding import TokenEmbedding
+from t2t_relpos.layers.transformer_stack import TransformerDecoder, TransformerEncoder
+
+PAD_ID = 0
+
+# Hyperparameters (names as in `hparams/defaults.py`) that define the architecture.
+ARCHITECTURE_HPARAMS = (
+    "hidden_size", "filter_size", "num_heads", "num_encoder_layers", "num_decoder_layers",
+    "attention_key_channels", "attention_value_channels", "shared_embedding_and_softmax_weights",
+    "norm_position", "norm_epsilon", "position_encoding", "max_relative_position", "relative_keys",
+    "relative_values", "heads_share_relative_embeddings", "layer_prepostprocess_dropout",
+    "attention_dropout", "relu_dropout", "initializer_gain",
+)
+
+
+def shift_right(targets):
+    """Decoder inputs: `[B, T]` targets preceded by the start symbol (PAD, which embeds to zeros)."""
+    return ops.pad(targets, [[0, 0], [1, 0]], constant_values=PAD_ID)[:, :-1]
+
+
+@registry.register_model("transformer")
+@keras.saving.register_keras_serializable(package="t2t_relpos")
+class Transformer(keras.Model):
+    """Encoder-decoder Transformer (Vaswani et al. 2017) with relation-aware self-attention (Shaw et al. 2018).
+
+    `position_encoding` chooses the position information: "sinusoid" (the paper's baseline), "relative"
+    (relative positions in encoder and decoder self-attention, no absolute signal), "both", or "none".
+    Encoder-decoder attention is plain. With `shared_embedding_and_softmax_weights` the target embedding is
+    also the softmax matrix, and when the vocabularies have the same size the source embedding is shared too.
+
+    Args:
+        input_vocab_size, target_vocab_size: Vocabulary sizes (id 0 is padding, 1 end-of-sequence).
+        The rest: the hyperparameters of `ARCHITECTURE_HPARAMS` (see `hparams/defaults.py`);
+        `Transformer.from_hparams(hparams, ...)` reads them from an `HParams`.
+
+    Call arguments:
+        features: dict with int `"inputs"` `[B, S]` and `"targets"` `[B, T]` (EOS-terminated, 0-padded).
+        training: Enables dropout.
+        return_details: Return `{"logits", "losses", "summaries"}` instead of the logits alone (models with
+            auxiliary losses, like the adaptive Universal Transformer, put them there).
+
+    Returns:
+        float32 logits `[B, T, target_vocab_size]` for predicting `targets` (teacher forcing).
+
+    Example:
+
+    >>> import numpy as np
+    >>> model = Transformer(input_vocab_size=12, target_vocab_size=12, hidden_size=16, filter_size=32,
+    ...                     num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
+    ...                     position_encoding="relative", max_relative_position=4)
+    >>> features = {"inputs": np.array([[5, 6, 7, 1]]), "targets": np.array([[7, 6, 5, 1]])}
+    >>> model(features).shape
+    (1, 4, 12)
+    """
+
+    def __init__(self, input_vocab_size, target_vocab_size, hidden_size=512, filter_size=2048, num_heads=8,
+                 num_encoder_layers=6, num_decoder_layers=6, attention_key_channels=0,
+                 attention_value_channels=0, shared_embedding_and_softmax_weights=True, norm_position="post",
+                 norm_epsilon=1e-6, position_encoding="sinusoid", max_relative_position=16,
+                 relative_keys=True, relative_values=True, heads_share_relative_embeddings=False,
+                 layer_prepostprocess_dropout=0.1, attention_dropout=0.1, relu_dropout=0.1,
+                 initializer_gain=1.0, **kwargs):
+        super().__init__(**kwargs)
+        self.input_vocab_size = input_vocab_size
+        self.target_vocab_size = target_vocab_size
+        self.architecture = {
+            "hidden_size": hidden_size, "filter_size": filter_size, "num_heads": num_heads,
+            "num_encoder_layers": num_encoder_layers, "num_decoder_layers": num_decoder_layers,
+            "attention_key_channels": attention_key_channels,
+            "attention_value_channels": attention_value_channels,
+            "shared_embedding_and_softmax_weights": shared_embedding_and_softmax_weights,
+            "norm_position": norm_position, "norm_epsilon": norm_epsilon,
+            "position_encoding": position_encoding, "max_relative_position": max_relative_position,
+            "relative_keys": relative_keys, "relative_values": relative_values,
+            "heads_share_relative_embeddings": heads_share_relative_embeddings,
+            "layer_prepostprocess_dropout": layer_prepostprocess_dropout,
+            "attention_dropout": attention_dropout, "relu_dropout": relu_dropout,
+            "initializer_gain": initializer_gain,
+        }
+        self.hidden_size = hidden_size
+        dtype = self.dtype_policy
+        self.target_embedding = TokenEmbedding(target_vocab_size, hidden_size, dtype=dtype,
+                                               name="target_embedding")
+        share_source = shared_embedding_and_softmax_weights and input_vocab_size == target_vocab_size
+        self.input_embedding = (self.target_embedding if share_source else
+                                TokenEmbedding(input_vocab_size, hidden_size, dtype=dtype,
+                                               name="input_embedding"))
+        self.softmax = (None if shared_embedding_and_softmax_weights else
+                        keras.layers.Dense(target_vocab_size, use_bias=False, dtype=dtype, name="softmax"))
+        stack_kwargs = self.stack_arguments()
+        self.encoder = self.make_encoder(num_encoder_layers, stack_kwargs)
+        self.decoder = self.make_decoder(num_decoder_layers, stack_kwargs)
+
+    # -- construction (overridden by the Universal Transformer) -----------------------------------------
+    def stack_arguments(self):
+        a = self.architecture
+        return {
+            "hidden_size": a["hidden_size"], "num_heads": a["num_heads"], "filter_size": a["filter_size"],
+            "key_dim": a["attention_key_channels"] or None, "value_dim": a["attention_value_channels"] or None,
+            "position_encoding": a["position_encoding"], "max_relative_position": a["max_relative_position"],
+            "use_relative_keys": a["relative_keys"], "use_relative_values": a["relative_values"],
+            "heads_share_relative_embeddings": a["heads_share_relative_embeddings"],
+            "dropout": a["layer_prepostprocess_dropout"], "attention_dropout": a["attention_dropout"],
+            "relu_dropout": a["relu_dropout"], "norm_position": a["norm_position"],
+            "norm_epsilon": a["norm_epsilon"],
+            "kernel_initializer": keras.initializers.VarianceScaling(
+                scale=a["initializer_gain"], mode="fan_avg", distribution="uniform"),
+            "dtype": self.dtype_policy,
+        }
+
+    def make_encoder(self, num_layers, stack_kwargs):
+        return TransformerEncoder(num_layers, name="encoder", **stack_kwargs)
+
+    def make_decoder(self, num_layers, stack_kwargs):
+        return TransformerDecoder(num_layers, name="decoder", **stack_kwargs)
+
+    @classmethod
+    def from_hparams(cls, hparams, input_vocab_size, target_vocab_size, **kwargs):
+        """Builds the model described by an `HParams` (see `ARCHITECTURE_HPARAMS`)."""
+        names = cls.hparams_names()
+        return cls(input_vocab_size, target_vocab_size, **{n: hparams.get(n) for n in names}, **kwargs)
+
+    @classmethod
+    def hparams_names(cls):
+        return ARCHITECTURE_HPARAMS
+
+    def build(self, features_shape=None):
+        """Creates every weight (the shapes of the features do not matter beyond their rank)."""
+        width = self.hidden_size
+        for embedding in {id(self.input_embedding): self.input_embedding,
+                          id(self.target_embedding): self.target_embedding}.values():
+            embedding.build()
+        self.encoder.build((None, None, width))
+        self.decoder.build((None, None, width), (None, None, width))
+        if self.softmax is not None:
+            self.softmax.build((None, None, width))
+
+    # -- the forward pass --------------------------------------------------------------------------------
+    def encode(self, inputs, training=None):
+        """`[B, S]` ids -> (encoder output `[B, S, hidden_size]`, bool padding mask `[B, S]`)."""
+        mask = ops.not_equal(inputs, PAD_ID)
+        x = self.input_embedding(inputs)
+        return self.encoder(x, padding_mask=mask, training=training), mask
+
+    def decode(self, decoder_inputs, encoder_output, encoder_mask, training=None):
+        """Teacher-forced decoding: `[B, T]` right-shifted ids -> float32 logits `[B, T, V]`."""
+        y = self.decoder(self.target_embedding(decoder_inputs), encoder_output, encoder_mask=encoder_mask,
+                         training=training)
+        return self.logits(y)
+
+    def logits(self, y):
+        logits = self.target_embedding.logits(y) if self.softmax is None else self.softmax(y)
+        return ops.cast(logits, "float32")
+
+    def call(self, features, training=None, return_details=False):
+        encoder_output, encoder_mask = self.encode(features["inputs"], training=training)
+        logits = self.decode(shift_right(features["targets"]), encoder_output, encoder_mask, training=training)
+        if return_details:
+            return {"logits": logits, "losses": {}, "summaries": {}}
+        return logits
+
+    # -- incremental decoding ----------------------------------------------------------------------------
+    def init_cache(self, encoder_output, encoder_mask, max_length):
+        """Decoder state for `decode_step`: empty self-attention buffers and the encoder's keys/values."""
+        return self.decoder.init_cache(encoder_output, max_length, encoder_mask)
+
+    def decode_step(self, ids, cache, index):
+        """Decodes `[B, n]` ids at positions `index .. index + n - 1` -> (logits `[B, n, V]`, new cache).
+
+        The first step feeds the start symbol (PAD) at index 0. Steps of several tokens are exact.
+        """
+        y, cache = self.decoder(self.target_embedding(ids), cache=cache, cache_index=index, training=False)
+        return self.logits(y), cache
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"input_vocab_size": self.input_vocab_size, "target_vocab_size": self.target_vocab_size})
+        config.update(self.architecture)
+        return config

@@ -1,0 +1,90 @@
+"""Learning-rate schedules, chosen by the `learning_rate_schedule` hparam; add one with `@register`."""
+
+import keras
+from keras import ops
+
+from t2t_relpos import errors
+
+_SCHEDULES = {}
+
+
+def register(name):
+    """Registers `factory(hparams) -> LearningRateSchedule` under `name`."""
+
+    def decorate(factory):
+        _SCHEDULES[name] = factory
+        return factory
+
+    return decorate
+
+
+def names():
+    return sorted(_SCHEDULES)
+
+
+def from_hparams(hparams):
+    name = hparams.learning_rate_schedule
+    if name not in _SCHEDULES:
+        raise errors.UnknownNameError(errors.unknown_name_message("learning_rate_schedule", name, _SCHEDULES))
+    return _SCHEDULES[name](hparams)
+
+
+class _Schedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Base: subclasses define `value(step)`, where the first update is step 1."""
+
+    def __init__(self, multiplier=1.0, warmup_steps=4000):
+        self.multiplier = float(multiplier)
+        self.warmup_steps = float(warmup_steps)
+
+    def __call__(self, step):
+        return self.multiplier * self.value(ops.cast(step, "float32") + 1.0)  # pylint: disable=no-member
+
+    def get_config(self):
+        return {"multiplier": self.multiplier, "warmup_steps": self.warmup_steps}
+
+
+@keras.saving.register_keras_serializable(package="t2t_relpos")
+class NoamSchedule(_Schedule):
+    """The paper's schedule: d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (times `multiplier`).
+
+    Linear warm-up to its peak at `warmup_steps`, then inverse square-root decay.
+    """
+
+    def __init__(self, hidden_size, multiplier=1.0, warmup_steps=4000):
+        super().__init__(multiplier, warmup_steps)
+        self.hidden_size = int(hidden_size)
+
+    def value(self, step):
+        return self.hidden_size ** -0.5 * ops.minimum(ops.rsqrt(step), step * self.warmup_steps ** -1.5)
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size}
+
+
+@keras.saving.register_keras_serializable(package="t2t_relpos")
+class RsqrtDecay(_Schedule):
+    """tensor2tensor's `rsqrt_decay`: 1 / sqrt(max(step, warmup)): constant, then inverse square-root."""
+
+    def value(self, step):
+        return ops.rsqrt(ops.maximum(step, self.warmup_steps))
+
+
+@keras.saving.register_keras_serializable(package="t2t_relpos")
+class LinearWarmupConstant(_Schedule):
+    """min(1, step / warmup): linear warm-up, then constant."""
+
+    def value(self, step):
+        return ops.minimum(1.0, step / max(self.warmup_steps, 1.0))
+
+
+@keras.saving.register_keras_serializable(package="t2t_relpos")
+class Constant(_Schedule):
+    def value(self, step):
+        return ops.ones_like(step)
+
+
+register("noam")(lambda hp: NoamSchedule(hp.hidden_size, hp.learning_rate, hp.learning_rate_warmup_steps))
+register("rsqrt_decay")(lambda hp: RsqrtDecay(hp.learning_rate, hp.learning_rate_warmup_steps))
+register("linear_warmup_constant")(
+    lambda hp: LinearWarmupConstant(hp.learning_rate, hp.learning_rate_warmup_steps))
+register("constant")(lambda hp: Constant(hp.learning_rate, hp.learning_rate_warmup_steps))

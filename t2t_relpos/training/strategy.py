@@ -1,0 +1,62 @@
+"""tf.distribute strategies by name, and splitting a CPU into logical devices for testing multi-device paths."""
+
+import json
+import os
+
+import tensorflow as tf
+
+from t2t_relpos import errors
+
+DISTRIBUTIONS = ("auto", "one_device", "mirrored", "multi_worker")
+
+
+def split_cpu(num_devices):
+    """Makes `num_devices` logical CPU devices. Must run before TensorFlow creates any tensor."""
+    if num_devices <= 1:
+        return
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * num_devices)
+    except RuntimeError as e:  # The runtime is already initialised: fine only if the split is already there.
+        if len(tf.config.list_logical_devices("CPU")) != num_devices:
+            raise errors.T2TRelposError(f"cannot split the CPU into {num_devices} devices: {e}") from None
+
+
+def make_strategy(name="auto"):
+    """Returns the strategy called `name`.
+
+    - `auto`: MirroredStrategy over all GPUs when there are several, else one device (GPU if any).
+    - `one_device`: the first GPU, or the CPU.
+    - `mirrored`: synchronous data parallelism over all local GPUs (or all logical CPUs when there is no GPU).
+    - `multi_worker`: MultiWorkerMirroredStrategy across the machines described by `TF_CONFIG`.
+    """
+    gpus = tf.config.list_logical_devices("GPU")
+    cpus = tf.config.list_logical_devices("CPU")
+    if name == "auto":
+        name = "mirrored" if len(gpus) > 1 else "one_device"
+    if name == "one_device":
+        return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else cpus[0].name)
+    if name == "mirrored":
+        devices = [d.name for d in (gpus or cpus)]
+        return tf.distribute.MirroredStrategy(devices)
+    if name == "multi_worker":
+        if "TF_CONFIG" not in os.environ:
+            raise errors.T2TRelposError("--distribution=multi_worker needs TF_CONFIG describing the cluster, "
+                                        'e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+                                        '"task": {"type": "worker", "index": 0}}')
+        try:
+            json.loads(os.environ["TF_CONFIG"])
+        except json.JSONDecodeError as e:
+            raise errors.T2TRelposError(f"TF_CONFIG is not valid JSON: {e}") from None
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    raise errors.UnknownNameError(errors.unknown_name_message("distribution", name, DISTRIBUTIONS))
+
+
+def is_chief(strategy):
+    """True on the worker that writes checkpoints and summaries (always, off multi-worker)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)():
+        return True
+    task_type, task_id = resolver.task_type, resolver.task_id
+    return task_type in (None, "chief") or (task_type == "worker" and task_id == 0 and
+                                              "chief" not in resolver.cluster_spec().as_dict())

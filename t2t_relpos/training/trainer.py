@@ -1,0 +1,376 @@
+"""The training loop: distributed steps, gradient accumulation, evaluation, summaries, checkpoints, resume.
+
+The loss of a step is the label-smoothed cross-entropy summed over every target token of the global batch
+(all replicas, all accumulated micro-batches) divided by the number of those tokens, so one device, several
+replicas and accumulation over micro-batches all compute the same update for the same examples.
+
+    trainer = Trainer(registry.problem("algorithmic_reverse_decimal40"),
+                      registry.hparams("transformer_tiny_rel"), output_dir="/tmp/rev")
+    trainer.train(train_steps=2000)   # resumes from /tmp/rev if it holds checkpoints
+"""
+
+import math
+import signal
+import sys
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from t2t_relpos import registry
+from t2t_relpos.data import pipeline
+from t2t_relpos.training import checkpoints
+from t2t_relpos.training import losses
+from t2t_relpos.training import optimizers
+from t2t_relpos.training import strategy as strategy_lib
+
+SUM = tf.distribute.ReduceOp.SUM
+
+
+class TrainingInterrupted(Exception):
+    """Raised after a clean stop on SIGINT/SIGTERM, once the checkpoint is written."""
+
+    def __init__(self, step, path):
+        super().__init__(f"interrupted at step {step}; checkpoint saved to {path}; run the same command "
+                         "again to resume")
+        self.step = step
+        self.path = path
+
+
+def build_model(hparams, problem, data_dir=None, model_name=None, dtype=None):
+    """The registered model `model_name` (default `hparams.model`) for `problem`'s vocabularies, built."""
+    input_vocab, target_vocab = problem.vocab_sizes(data_dir)
+    model_class = registry.model(model_name or hparams.model)
+    model = model_class.from_hparams(hparams, input_vocab, target_vocab, dtype=dtype)
+    model.build()
+    return model
+
+
+class Trainer:
+    """Trains a registered model on a problem and keeps its output directory resumable.
+
+    Args:
+        problem: A `Problem` instance.
+        hparams: An `HParams` (e.g. `registry.hparams("transformer_tiny_rel")`).
+        output_dir: Where checkpoints and TensorBoard summaries go.
+        model_name: Registered model (default: `hparams.model`).
+        data_dir: The problem's prepared data, if it needs any.
+        strategy: A `tf.distribute.Strategy` (default: one device).
+        seed: Makes initialisation and data order reproducible.
+        jit_compile: Compile the forward/backward pass with XLA (batches are padded to bucket lengths so
+            only a few shapes are compiled).
+        mixed_precision: None, "mixed_float16" (with dynamic loss scaling) or "mixed_bfloat16".
+        checkpoint_every: Steps between checkpoints.
+        keep_checkpoint_max: Checkpoints kept (older ones are deleted).
+        eval_every: Steps between evaluations (default: `checkpoint_every`); 0 disables periodic evaluation.
+        eval_steps: Evaluation batches (None: the whole evaluation split).
+        log_every: Steps between progress lines when stdout is not a terminal.
+        verbose: Print progress.
+    """
+
+    def __init__(self, problem, hparams, output_dir, model_name=None, data_dir=None, strategy=None, seed=None,
+                 jit_compile=False, mixed_precision=None, checkpoint_every=1000, keep_checkpoint_max=20,
+                 eval_every=None, eval_steps=None, log_every=100, verbose=True):
+        self.problem = problem
+        self.hparams = hparams
+        self.output_dir = output_dir
+        self.data_dir = data_dir
+        self.strategy = strategy or tf.distribute.OneDeviceStrategy("/cpu:0" if not tf.config.list_logical_devices(
+            "GPU") else tf.config.list_logical_devices("GPU")[0].name)
+        self.seed = seed
+        self.jit_compile = jit_compile
+        self.mixed_precision = mixed_precision
+        self.checkpoint_every = max(1, checkpoint_every)
+        self.eval_every = self.checkpoint_every if eval_every is None else eval_every
+        self.eval_steps = eval_steps
+        self.log_every = max(1, log_every)
+        self.verbose = verbose
+        self.is_chief = strategy_lib.is_chief(self.strategy)
+        self.accumulation_steps = max(1, hparams.accumulation_steps)
+        if seed is not None:
+            keras.utils.set_random_seed(seed)
+        with self.strategy.scope():
+            self.model = build_model(hparams, problem, data_dir, model_name, dtype=mixed_precision)
+            self.optimizer = optimizers.from_hparams(hparams, mixed_precision)
+            self.optimizer.build(self.model.trainable_variables)
+            self._accumulators = self._make_accumulators() if self.accumulation_steps > 1 else None
+        self.manager = checkpoints.make_manager(self.model, self.optimizer, output_dir, keep_checkpoint_max,
+                                                self.is_chief)
+        self.restored_from = checkpoints.restore_latest(self.manager)
+        self._train_step = None
+        self._eval_step = None
+        self._writers = {}
+        self._stop_signal = None
+
+    @property
+    def step(self):
+        return int(self.optimizer.iterations.numpy())
+
+    # -- the step ----------------------------------------------------------------------------------------
+    def _make_accumulators(self):
+        local = {"synchronization": tf.VariableSynchronization.ON_READ,
+                 "aggregation": tf.VariableAggregation.SUM, "trainable": False}
+        grads = [tf.Variable(tf.zeros(v.shape, v.dtype), name=f"accumulated_{i}", **local)
+                 for i, v in enumerate(self.model.trainable_variables)]
+        return grads, tf.Variable(0.0, name="accumulated_tokens", **local)
+
+    def _gradients(self, batch, denominator):
+        """Gradients of (summed loss + auxiliary losses) / denominator, and the step's statistics."""
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            details = self.model(batch, training=True, return_details=True)
+            loss_sum, tokens = losses.smoothed_cross_entropy(details["logits"], batch["targets"],
+                                                             self.hparams.label_smoothing)
+            auxiliary = tf.add_n(list(details["losses"].values())) if details["losses"] else 0.0
+            objective = (loss_sum + auxiliary * tokens) / denominator
+            if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+                objective = self.optimizer.scale_loss(objective)
+        grads = tape.gradient(objective, variables)
+        correct, _ = losses.token_accuracy(details["logits"], batch["targets"])
+        stats = {"loss_sum": loss_sum, "tokens": tokens, "correct": correct,
+                 "source_tokens": tf.reduce_sum(tf.cast(tf.not_equal(batch["inputs"], 0), tf.float32))}
+        for name, value in {**details["losses"], **details["summaries"]}.items():
+            stats[f"summary/{name}"] = tf.cast(value, tf.float32) * tokens  # Token-weighted, like the loss.
+        return grads, stats
+
+    def _build_train_step(self):
+        strategy, optimizer = self.strategy, self.optimizer
+        variables = self.model.trainable_variables
+        gradients = tf.function(self._gradients, jit_compile=True) if self.jit_compile else self._gradients
+
+        def one_step(batch):
+            context = tf.distribute.get_replica_context()
+            tokens = tf.reduce_sum(tf.cast(tf.not_equal(batch["targets"], 0), tf.float32))
+            denominator = tf.maximum(context.all_reduce(SUM, tokens), 1.0)
+            grads, stats = gradients(batch, denominator)
+            optimizer.apply_gradients(zip(grads, variables))
+            return stats
+
+        def accumulate(batch):
+            grads, stats = gradients(batch, tf.constant(1.0))
+            accumulated, counted = self._accumulators
+            for total, grad in zip(accumulated, grads):
+                total.assign_add(grad)
+            counted.assign_add(stats["tokens"])
+            return stats
+
+        def apply_accumulated():
+            context = tf.distribute.get_replica_context()
+            accumulated, counted = self._accumulators
+            denominator = tf.maximum(context.all_reduce(SUM, counted.read_value()), 1.0)
+            optimizer.apply_gradients(zip([total / denominator for total in accumulated], variables))
+            for total in accumulated:
+                total.assign(tf.zeros_like(total))
+            counted.assign(0.0)
+
+        def reduce(stats):
+            return {name: strategy.reduce(SUM, value, axis=None) for name, value in stats.items()}
+
+        @tf.function(reduce_retracing=True)
+        def train_step(iterator):
+            if self.accumulation_steps == 1:
+                return reduce(strategy.run(one_step, args=(next(iterator),)))
+            totals = reduce(strategy.run(accumulate, args=(next(iterator),)))
+            for _ in tf.range(self.accumulation_steps - 1):
+                more = reduce(strategy.run(accumulate, args=(next(iterator),)))
+                totals = {name: totals[name] + more[name] for name in totals}
+            strategy.run(apply_accumulated)
+            return totals
+
+        return train_step
+
+    def _train_dataset(self):
+        start = self.step
+        seed = None if self.seed is None else hash((self.seed, start)) % (2 ** 31)
+
+        def dataset_fn(context):
+            return pipeline.input_dataset(
+                self.problem, self.hparams, "train", data_dir=self.data_dir, seed=seed,
+                num_shards=context.num_input_pipelines, shard_index=context.input_pipeline_id,
+                pad_to_bucket_boundary=self.jit_compile)
+
+        return self.strategy.distribute_datasets_from_function(dataset_fn)
+
+    # -- training ----------------------------------------------------------------------------------------
+    def train(self, train_steps):
+        """Trains until the optimizer has taken `train_steps` steps; returns the last evaluation's metrics.
+
+        Raises:
+            TrainingInterrupted: after SIGINT/SIGTERM, once a checkpoint of the current step is saved.
+        """
+        from t2t_relpos.hparams import stored  # pylint: disable=import-outside-toplevel
+
+        if self.is_chief:
+            stored.save(self.output_dir, self.hparams, self.problem.name, self.model_name)
+        start = self.step
+        if self.verbose and self.restored_from:
+            print(f"Resuming from {self.restored_from} (step {start}).", flush=True)
+        if start >= train_steps:
+            if self.verbose:
+                print(f"Already trained for {start} >= {train_steps} steps.", flush=True)
+            return self.evaluate() if self.eval_every else None
+        if self._train_step is None:
+            self._train_step = self._build_train_step()
+        iterator = iter(self._train_dataset())
+        progress = _Progress(train_steps, start, self.verbose, self.log_every)
+        metrics = None
+        previous_handlers = self._catch_signals()
+        try:
+            window = _Window()
+            while self.step < train_steps:
+                began = time.perf_counter()
+                stats = {k: float(v) for k, v in self._train_step(iterator).items()}
+                window.add(stats, time.perf_counter() - began)
+                step = self.step
+                if self.is_chief:
+                    self._write_summaries("train", window.latest(), step, learning_rate=self.learning_rate())
+                progress.update(step, window, self.learning_rate())
+                if self._stop_signal is not None:
+                    path = self.manager.save(checkpoint_number=step)
+                    raise TrainingInterrupted(step, path)
+                if step % self.checkpoint_every == 0 or step == train_steps:
+                    self.manager.save(checkpoint_number=step)
+                if self.eval_every and (step % self.eval_every == 0 or step == train_steps):
+                    metrics = self.evaluate()
+                    progress.note("eval " + _format(metrics))
+                if not math.isfinite(stats["loss_sum"]):
+                    raise FloatingPointError(f"loss became {stats['loss_sum']} at step {step}")
+        finally:
+            self._restore_signals(previous_handlers)
+            progress.close()
+        return metrics
+
+    @property
+    def model_name(self):
+        for name in registry.list_models():
+            if registry.model(name) is type(self.model):
+                return name
+        return self.hparams.model
+
+    def learning_rate(self):
+        optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+        rate = optimizer.learning_rate
+        return float(rate(optimizer.iterations) if callable(rate) else rate)
+
+    # -- evaluation --------------------------------------------------------------------------------------
+    def evaluate(self, split="eval", max_batches=None):
+        """Teacher-forced metrics on a split: loss, accuracy, accuracy_per_sequence, neg_log_perplexity, ..."""
+        max_batches = self.eval_steps if max_batches is None else max_batches
+        if self._eval_step is None:
+            self._eval_step = tf.function(self._evaluate_batch, reduce_retracing=True)
+        dataset = pipeline.input_dataset(self.problem, self.hparams, split, data_dir=self.data_dir)
+        if max_batches:
+            dataset = dataset.take(max_batches)
+        totals = {}
+        for batch in dataset:
+            for name, value in self._eval_step(batch).items():
+                totals[name] = totals.get(name, 0.0) + value.numpy()
+        if not totals:
+            return {}
+        metrics = {name[:-4]: totals[name] / max(totals[name[:-4] + "_den"], 1.0)
+                   for name in totals if name.endswith("_num")}
+        if self.is_chief:
+            self._write_summaries("eval", metrics, self.step)
+        return metrics
+
+    def _evaluate_batch(self, batch):
+        details = self.model(batch, training=False, return_details=True)
+        logits, targets = details["logits"], batch["targets"]
+        out = {}
+        loss_sum, tokens = losses.smoothed_cross_entropy(logits, targets, self.hparams.label_smoothing)
+        out["loss_num"], out["loss_den"] = loss_sum, tokens
+        for name in self.problem.eval_metrics:
+            out[f"{name}_num"], out[f"{name}_den"] = losses.METRICS[name](logits, targets)
+        for name, value in {**details["losses"], **details["summaries"]}.items():
+            out[f"{name}_num"], out[f"{name}_den"] = tf.cast(value, tf.float32) * tokens, tokens
+        return out
+
+    # -- summaries and signals ---------------------------------------------------------------------------
+    def _write_summaries(self, kind, values, step, **extra):
+        if kind not in self._writers:
+            self._writers[kind] = tf.summary.create_file_writer(f"{self.output_dir}/{kind}")
+        with self._writers[kind].as_default(step=step):
+            for name, value in {**values, **extra}.items():
+                tf.summary.scalar(name, value)
+
+    def _catch_signals(self):
+        """The first SIGINT/SIGTERM asks for a clean stop after the current step; a second one aborts."""
+
+        def handler(signum, frame):  # pylint: disable=unused-argument
+            if self._stop_signal is not None:
+                raise KeyboardInterrupt
+            self._stop_signal = signum
+            print("\nStopping after this step (signal again to abort without saving)...", file=sys.stderr,
+                  flush=True)
+
+        try:
+            return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        except ValueError:  # Not the main thread: leave signals alone.
+            return {}
+
+    @staticmethod
+    def _restore_signals(previous):
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+class _Window:
+    """The statistics of the last step, and a running average for display."""
+
+    def __init__(self):
+        self._last = None
+        self._tokens_per_second = []
+
+    def add(self, stats, seconds):
+        self._last = stats
+        tokens = stats["tokens"] + stats["source_tokens"]
+        self._tokens_per_second = (self._tokens_per_second + [tokens / max(seconds, 1e-9)])[-20:]
+
+    def latest(self):
+        stats = self._last
+        tokens = max(stats["tokens"], 1.0)
+        values = {"loss": stats["loss_sum"] / tokens, "accuracy": stats["correct"] / tokens,
+                  "tokens_per_second": float(np.median(self._tokens_per_second))}
+        for name, value in stats.items():
+            if name.startswith("summary/"):
+                values[name[len("summary/"):]] = value / tokens
+        return values
+
+
+class _Progress:
+    """A Keras progress bar on a terminal; a line every `log_every` steps otherwise."""
+
+    def __init__(self, total, start, verbose, log_every):
+        self.verbose = verbose
+        self.log_every = log_every
+        self.interactive = verbose and sys.stdout.isatty()
+        self.bar = keras.utils.Progbar(total, stateful_metrics=["loss", "accuracy", "lr", "tok/s"],
+                                       unit_name="step") if self.interactive else None
+        self.total = total
+        if self.bar is not None and start:
+            self.bar.update(start)
+
+    def update(self, step, window, learning_rate):
+        if not self.verbose:
+            return
+        values = window.latest()
+        shown = [("loss", values["loss"]), ("accuracy", values["accuracy"]), ("lr", learning_rate),
+                 ("tok/s", values["tokens_per_second"])]
+        if self.bar is not None:
+            self.bar.update(step, values=shown)
+        elif step % self.log_every == 0 or step == self.total:
+            text = "  ".join(f"{name} {value:.4g}" for name, value in shown)
+            print(f"step {step}/{self.total}  {text}", flush=True)
+
+    def note(self, text):
+        if self.verbose:
+            print(("\n" if self.interactive else "") + text, flush=True)
+
+    def close(self):
+        if self.interactive:
+            print(flush=True)
+
+
+def _format(metrics):
+    return "  ".join(f"{name} {value:.4f}" for name, value in sorted(metrics.items()))

@@ -1,0 +1,95 @@
+"""Loss, metrics and learning-rate schedules against hand computations."""
+
+import math
+
+import numpy as np
+import pytest
+from keras import ops
+
+from t2t_relpos import errors
+from t2t_relpos import registry
+from t2t_relpos.training import losses, optimizers, schedules
+
+
+def hand_made():
+    logits = np.log(np.array([[[0.7, 0.1, 0.1, 0.1], [0.1, 0.1, 0.2, 0.6], [0.25, 0.25, 0.25, 0.25]],
+                              [[0.1, 0.6, 0.2, 0.1], [0.3, 0.3, 0.3, 0.1], [0.1, 0.1, 0.1, 0.7]]], "float32"))
+    targets = np.array([[2, 3, 0], [1, 2, 0]])
+    return logits, targets
+
+
+def test_cross_entropy_without_smoothing_is_the_nll_of_non_padding_tokens():
+    logits, targets = hand_made()
+    total, count = losses.smoothed_cross_entropy(logits, targets, label_smoothing=0.0)
+    want = -(math.log(0.1) + math.log(0.6) + math.log(0.6) + math.log(0.3))
+    assert float(count) == 4
+    np.testing.assert_allclose(float(total), want, rtol=1e-5)
+
+
+def test_label_smoothing_matches_the_formula():
+    logits, targets = hand_made()
+    eps, vocab = 0.1, 4
+    total, _ = losses.smoothed_cross_entropy(logits, targets, label_smoothing=eps)
+    probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    want = 0.0
+    for b in range(2):
+        for t in range(3):
+            if targets[b, t] == 0:
+                continue
+            soft = np.full(vocab, eps / (vocab - 1))
+            soft[targets[b, t]] = 1 - eps
+            want += -(soft * np.log(probs[b, t])).sum() + (soft * np.log(soft)).sum()
+    np.testing.assert_allclose(float(total), want, rtol=1e-5)
+
+
+def test_perfect_prediction_scores_zero_with_smoothing():
+    vocab, eps = 5, 0.1
+    soft = np.full(vocab, eps / (vocab - 1))
+    soft[3] = 1 - eps
+    logits = np.log(soft)[None, None].astype("float32")
+    total, _ = losses.smoothed_cross_entropy(logits, np.array([[3]]), eps)
+    assert abs(float(total)) < 1e-5
+
+
+def test_metrics():
+    logits, targets = hand_made()
+    correct, count = losses.token_accuracy(logits, targets)
+    assert (float(correct), float(count)) == (2.0, 4.0)  # argmax 0, 3 | 1, 0 against 2, 3 | 1, 2.
+    right, sequences = losses.sequence_accuracy(logits, targets)
+    assert (float(right), float(sequences)) == (0.0, 2.0)
+    exact = np.array([[2, 3, 0], [0, 0, 0]])
+    right, sequences = losses.sequence_accuracy(np.log(np.eye(4)[[[2, 3, 1], [0, 0, 0]]] + 1e-6), exact)
+    assert (float(right), float(sequences)) == (1.0, 1.0)  # The empty row does not count.
+    log_likelihood, count = losses.neg_log_perplexity(logits, targets)
+    np.testing.assert_allclose(float(log_likelihood) / float(count),
+                               (math.log(0.1) + math.log(0.6) + math.log(0.6) + math.log(0.3)) / 4, rtol=1e-5)
+
+
+def test_noam_schedule_values():
+    schedule = schedules.NoamSchedule(hidden_size=512, multiplier=1.0, warmup_steps=4000)
+    value = lambda step: float(schedule(step - 1))  # Optimizer iteration k is update number k + 1.
+    assert value(1) == pytest.approx(512 ** -0.5 * 4000 ** -1.5)
+    assert value(4000) == pytest.approx(512 ** -0.5 * 4000 ** -0.5)  # The peak, about 7.0e-4.
+    assert value(16000) == pytest.approx(512 ** -0.5 * 16000 ** -0.5)
+    assert value(4000) > value(3999) and value(4000) > value(4001)
+
+
+def test_other_schedules_and_unknown_name():
+    hp = registry.hparams("transformer_tiny").parse("learning_rate_schedule=rsqrt_decay,learning_rate=2.0,"
+                                                    "learning_rate_warmup_steps=100")
+    schedule = schedules.from_hparams(hp)
+    assert float(schedule(0)) == pytest.approx(2.0 / 10.0)
+    assert float(schedule(399)) == pytest.approx(2.0 / 20.0)
+    hp.learning_rate_schedule = "linear_warmup_constant"
+    assert float(schedules.from_hparams(hp)(49)) == pytest.approx(1.0)
+    hp.learning_rate_schedule = "noan"
+    with pytest.raises(errors.UnknownNameError, match="did you mean 'noam'"):
+        schedules.from_hparams(hp)
+
+
+def test_optimizer_from_hparams():
+    hp = registry.hparams("transformer_base")
+    optimizer = optimizers.from_hparams(hp)
+    assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
+    wrapped = optimizers.from_hparams(hp, mixed_precision="mixed_float16")
+    assert wrapped.__class__.__name__ == "LossScaleOptimizer"
