@@ -1,1 +1,5 @@
 """Problems: where examples come from and how they are encoded (`t2t_relpos.problems`)."""
+
+# Imported for their registrations: `registry.problem("algorithmic_reverse_decimal40")` works once the
+# package is imported.
+from t2t_relpos.problems import algorithmic  # pylint: disable=unused-import

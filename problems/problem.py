@@ -1,0 +1,213 @@
+"""The problem API: where examples come from, how their text maps to ids, and how they are judged.
+
+A problem yields examples `{"inputs": int32 [length], "targets": int32 [length]}`, each sequence ending in
+`EOS_ID`, for the splits "train" (infinite), "eval" and "test" (finite and the same on every call). The ids
+0 and 1 are reserved in every vocabulary: 0 pads batches, 1 ends a sequence.
+
+Subclasses implement `feature_encoders` and `_dataset`; the rest has sensible defaults:
+
+    @registry.register_problem
+    class MyCopy(problem.Problem):
+        def feature_encoders(self, data_dir=None):
+            encoder = problem.SymbolEncoder("abc")
+            return {"inputs": encoder, "targets": encoder}
+
+        def _dataset(self, split, data_dir, seed, num_shards, shard_index):
+            ...  # a tf.data.Dataset of {"inputs", "targets"}; infinite for "train"
+"""
+
+import numbers
+
+PAD_ID = 0
+EOS_ID = 1
+NUM_RESERVED_IDS = 2
+
+SPLITS = ("train", "eval", "test")
+
+
+def check_split(split):
+    """Returns `split` if it is one of `SPLITS`, else raises a ValueError that lists them."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
+    return split
+
+
+def strip_ids(ids):
+    """The ids before the first EOS, without PADs: what a decoder's output means.
+
+    Args:
+        ids: A sequence of ints (list, numpy array or 1-D tensor), e.g. a row of a batch [length].
+
+    Returns:
+        A list of Python ints.
+    """
+    if hasattr(ids, "numpy"):
+        ids = ids.numpy()
+    out = []
+    for i in ids:
+        i = int(i)
+        if i == EOS_ID:
+            break
+        if i != PAD_ID:
+            out.append(i)
+    return out
+
+
+class TextEncoder:
+    """Maps text to ids and back. Ids below `NUM_RESERVED_IDS` are PAD and EOS in every vocabulary."""
+
+    @property
+    def vocab_size(self):
+        """The number of ids, reserved ones included."""
+        raise NotImplementedError
+
+    def encode(self, text):
+        """Text -> list of ids, without the EOS (the problem appends it)."""
+        raise NotImplementedError
+
+    def decode(self, ids):
+        """Ids -> text, stopping at the first EOS and skipping PADs."""
+        raise NotImplementedError
+
+
+class SymbolEncoder(TextEncoder):
+    """A fixed alphabet; symbol `i` has id `NUM_RESERVED_IDS + i`.
+
+    With single-character symbols, text is read character by character and whitespace between symbols is
+    ignored ("1 0 1" == "101"). With multi-character symbols (tokens), text is split on whitespace and
+    decoding joins tokens with a space.
+
+    Example:
+
+    >>> enc = SymbolEncoder("01+")
+    >>> enc.encode("10+1")
+    [3, 2, 4, 3]
+    >>> enc.decode([3, 2, 4, 3, EOS_ID, PAD_ID])
+    '10+1'
+    """
+
+    def __init__(self, symbols):
+        symbols = tuple(symbols)
+        if not symbols:
+            raise ValueError("SymbolEncoder needs at least one symbol")
+        for s in symbols:
+            if not isinstance(s, str) or not s or any(c.isspace() for c in s):
+                raise ValueError(f"symbols must be non-empty strings without whitespace, got {s!r}")
+        if len(set(symbols)) != len(symbols):
+            raise ValueError(f"symbols must be distinct, got {symbols}")
+        self.symbols = symbols
+        self._ids = {s: NUM_RESERVED_IDS + i for i, s in enumerate(symbols)}
+        self._characters = all(len(s) == 1 for s in symbols)
+
+    @property
+    def vocab_size(self):
+        return NUM_RESERVED_IDS + len(self.symbols)
+
+    def encode(self, text):
+        pieces = [c for c in text if not c.isspace()] if self._characters else text.split()
+        ids = []
+        for position, piece in enumerate(pieces):
+            try:
+                ids.append(self._ids[piece])
+            except KeyError:
+                what = "character" if self._characters else "token"
+                raise ValueError(
+                    f"{what} {piece!r} (at {what} {position} of {text!r}) is not in the alphabet "
+                    f"{' '.join(self.symbols)}") from None
+        return ids
+
+    def decode(self, ids):
+        pieces = []
+        for i in strip_ids(ids):
+            if not NUM_RESERVED_IDS <= i < self.vocab_size:
+                raise ValueError(f"id {i} is outside the vocabulary of size {self.vocab_size}")
+            pieces.append(self.symbols[i - NUM_RESERVED_IDS])
+        return ("" if self._characters else " ").join(pieces)
+
+
+class Problem:
+    """Base class of problems. See the module docstring for what a subclass provides.
+
+    Attributes:
+        shared_vocab: True when inputs and targets use one vocabulary (the model may then tie embeddings).
+        eval_metrics: Names of the metrics computed on teacher-forced evaluation.
+        decode_metric: The metric of decoded output that judges the model ("accuracy" or "bleu").
+    """
+
+    shared_vocab = False
+    eval_metrics = ("accuracy", "accuracy_per_sequence", "neg_log_perplexity")
+    decode_metric = "accuracy"
+
+    @property
+    def name(self):
+        """The name this problem's class is registered under (its snake_case class name by default)."""
+        from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+
+        for name in registry.PROBLEMS.names():
+            if registry.PROBLEMS.get(name) is type(self):
+                return name
+        return registry.default_name(type(self))
+
+    def feature_encoders(self, data_dir=None):
+        """Returns `{"inputs": TextEncoder, "targets": TextEncoder}` (vocabularies may live in `data_dir`)."""
+        raise NotImplementedError
+
+    def vocab_sizes(self, data_dir=None):
+        """Returns `(input_vocab_size, target_vocab_size)`, reserved ids included."""
+        encoders = self.feature_encoders(data_dir)
+        return encoders["inputs"].vocab_size, encoders["targets"].vocab_size
+
+    @property
+    def max_eval_length(self):
+        """The longest eval/test sequence in tokens (EOS included), or None if unknown.
+
+        The input pipeline extends its length buckets to this so that no evaluation example is dropped.
+        """
+        return None
+
+    def generate_data(self, data_dir, tmp_dir):
+        """Prepares files (vocabularies, TFRecords) in `data_dir` from raw data in `tmp_dir`.
+
+        The default has nothing to prepare: problems generated on the fly need no files.
+        """
+        del data_dir, tmp_dir
+
+    def dataset(self, split, data_dir=None, seed=None, num_shards=1, shard_index=0):
+        """Examples of one split.
+
+        Args:
+            split: "train", "eval" or "test".
+            data_dir: Directory of prepared data, for problems that read files.
+            seed: Non-negative int fixing the training stream, or None for a random one. Eval and test data
+                do not depend on it.
+            num_shards: Number of input workers; each gets distinct data.
+            shard_index: This worker's shard, in [0, num_shards).
+
+        Returns:
+            A `tf.data.Dataset` of `{"inputs": int32 [None], "targets": int32 [None]}`, each sequence ending
+            in EOS_ID. The train split repeats forever; eval and test are finite and deterministic.
+        """
+        check_split(split)
+        if seed is not None and (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0):
+            raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
+        if not 0 <= shard_index < num_shards:
+            raise ValueError(f"need 0 <= shard_index < num_shards, got shard {shard_index} of {num_shards}")
+        examples = self._dataset(split, data_dir, None if seed is None else int(seed), num_shards, shard_index)
+        _check_element_spec(examples, type(self).__name__)
+        return examples
+
+    def _dataset(self, split, data_dir, seed, num_shards, shard_index):
+        """What `dataset` returns, after argument checks. Shards must hold distinct data."""
+        raise NotImplementedError
+
+
+def _check_element_spec(examples, owner):
+    """Fails early, naming the problem, if a subclass yields something the pipeline cannot batch."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel  # Listing problems must not load TF.
+
+    spec = examples.element_spec
+    ok = isinstance(spec, dict) and {"inputs", "targets"} <= set(spec) and all(
+        isinstance(s, tf.TensorSpec) and s.dtype == tf.int32 and s.shape.rank == 1 for s in spec.values())
+    if not ok:
+        raise TypeError(f"{owner}._dataset must yield dicts with 'inputs' and 'targets' as int32 [None] "
+                        f"tensors, got {spec}")

@@ -1,0 +1,151 @@
+"""Length bucketing and the input pipeline: the token budget, one bucket per batch, drops, determinism, shards."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_relpos import registry
+from t2t_relpos.data import batching
+from t2t_relpos.data import pipeline
+from t2t_relpos.problems import algorithmic
+
+BUDGET = 128
+MAX_LENGTH = 24  # Below the 41 tokens of the longest training example, so the filter has work to do.
+NUM_EVAL = 30
+
+
+@pytest.fixture(autouse=True)
+def _small_eval_sets(monkeypatch):
+    monkeypatch.setattr(algorithmic.AlgorithmicProblem, "num_eval_examples", NUM_EVAL)
+
+
+@pytest.fixture
+def hparams():
+    hp = registry.hparams("transformer_tiny")
+    hp.batch_size = BUDGET
+    hp.max_length = MAX_LENGTH
+    return hp
+
+
+def _scheme(max_length=MAX_LENGTH, hp=None):
+    if hp is None:
+        return batching.batching_scheme(BUDGET, max_length)
+    return batching.batching_scheme(hp.batch_size, max_length, hp.min_length_bucket, hp.length_bucket_step)
+
+
+def _batches(ds, count=None):
+    ds = ds if count is None else ds.take(count)
+    return [{k: v.numpy() for k, v in batch.items()} for batch in ds]
+
+
+def _row_lengths(batch):
+    """Unpadded length of each row: its longest feature (ids are never PAD=0 inside a sequence)."""
+    return np.max([np.count_nonzero(v, axis=1) for v in batch.values()], axis=0)
+
+
+def _check_batch(batch, scheme):
+    rows = batch["inputs"].shape[0]
+    assert batch["targets"].shape[0] == rows
+    padded = max(batch["inputs"].shape[1], batch["targets"].shape[1])
+    assert rows * padded <= BUDGET or rows == 1, (rows, padded)
+    lengths = _row_lengths(batch)
+    assert padded == lengths.max()  # Padded to the batch's longest row, no further.
+    buckets = np.searchsorted(scheme.boundaries, lengths, side="right")
+    assert len(set(buckets.tolist())) == 1, (lengths, scheme.boundaries)
+    return lengths
+
+
+def test_bucket_boundaries_are_geometric_and_cover_max_length():
+    assert batching.bucket_boundaries(20, min_length=8, length_bucket_step=1.5) == [8, 12, 18, 21]
+    b = batching.bucket_boundaries(256)
+    assert b[0] == 8 and b[-1] == 257 and all(x < y for x, y in zip(b, b[1:]))
+    assert all(y <= max(x + 1, x * 1.1) for x, y in zip(b[:-2], b[1:-1]))
+    assert batching.bucket_boundaries(5, min_length=8) == [6]  # max_length below the first boundary.
+    with pytest.raises(ValueError, match="length_bucket_step"):
+        batching.bucket_boundaries(64, length_bucket_step=1.0)
+
+
+def test_batch_sizes_fill_but_never_exceed_the_budget():
+    scheme = batching.batching_scheme(100, 300)
+    assert len(scheme.batch_sizes) == len(scheme.boundaries) + 1 and scheme.batch_sizes[-1] == 1
+    for rows, length in zip(scheme.batch_sizes, scheme.bucket_lengths()):
+        assert rows * length <= 100 or rows == 1
+        assert (rows + 1) * length > 100  # As many rows as fit.
+    assert scheme.batch_sizes[-2] == 1  # Buckets longer than the budget: one example per batch.
+
+
+def test_long_examples_are_kept_alone_when_not_dropped():
+    lengths = [1, 3, 9, 30, 200, 7, 130, 64, 2, 100, 5, 129] * 3
+    examples = tf.data.Dataset.from_tensor_slices(tf.ragged.constant(
+        [[2] * n + [1] for n in lengths], dtype=tf.int32)).map(
+            lambda x: {"inputs": x, "targets": x[: tf.maximum(1, tf.shape(x)[0] // 2)]})
+    batches = _batches(batching.batch_examples(examples, BUDGET, 64, drop_long=False))
+    seen = np.concatenate([_check_batch(b, _scheme(64)) for b in batches])
+    assert sorted(seen.tolist()) == sorted(n + 1 for n in lengths)
+    for batch in batches:
+        if _row_lengths(batch).max() > BUDGET:
+            assert batch["inputs"].shape[0] == 1
+
+    dropped = _batches(batching.batch_examples(examples, BUDGET, 64, drop_long=True))
+    kept = np.concatenate([_row_lengths(b) for b in dropped])
+    assert sorted(kept.tolist()) == sorted(n + 1 for n in lengths if n + 1 <= 64)
+
+
+def test_training_batches_respect_budget_buckets_and_max_length(hparams):
+    batches = _batches(pipeline.input_dataset("algorithmic_reverse_decimal40", hparams, "train", seed=5), 40)
+    lengths = np.concatenate([_check_batch(b, _scheme(hp=hparams)) for b in batches])
+    assert lengths.max() <= MAX_LENGTH and lengths.max() >= MAX_LENGTH - 3
+    for batch in batches:
+        assert batch["inputs"].dtype == np.int32
+        # Reverse: each target row is its input row backwards (the pipeline keeps features paired).
+        for x, y in zip(batch["inputs"], batch["targets"]):
+            body = x[:np.count_nonzero(x) - 1]
+            assert np.array_equal(y[:len(body)], body[::-1])
+
+
+def test_eval_keeps_every_example_in_budget(hparams):
+    p = registry.problem("algorithmic_addition_binary40")
+    batches = _batches(pipeline.input_dataset(p, hparams, "eval"))
+    scheme = _scheme(p.max_eval_length, hparams)
+    lengths = np.concatenate([_check_batch(b, scheme) for b in batches])
+    expected = [max(len(e["inputs"]), len(e["targets"])) for e in p.dataset("eval")]
+    assert sorted(lengths.tolist()) == sorted(expected)  # All NUM_EVAL of them, long ones included.
+    assert len(lengths) == NUM_EVAL and lengths.max() > MAX_LENGTH
+    again = _batches(pipeline.input_dataset(p, hparams, "eval"))
+    assert all(np.array_equal(a["inputs"], b["inputs"]) for a, b in zip(batches, again))
+
+
+def test_pad_to_bucket_boundary_gives_bucket_shapes(hparams):
+    batches = _batches(pipeline.input_dataset("algorithmic_identity_binary40", hparams, "train", seed=1,
+                                              pad_to_bucket_boundary=True), 20)
+    bucket_lengths = set(_scheme(hp=hparams).bucket_lengths())
+    for batch in batches:
+        assert batch["inputs"].shape[1] == batch["targets"].shape[1]
+        assert batch["inputs"].shape[1] in bucket_lengths
+        assert batch["inputs"].shape[0] * batch["inputs"].shape[1] <= BUDGET
+
+
+def test_seeded_training_batches_are_deterministic_and_shards_differ(hparams):
+    def run(**kwargs):
+        ds = pipeline.input_dataset("algorithmic_addition_decimal40", hparams, "train", shuffle_buffer=64,
+                                    **kwargs)
+        return [b["inputs"] for b in _batches(ds, 8)]
+
+    def same(a, b):
+        return all(x.shape == y.shape and np.array_equal(x, y) for x, y in zip(a, b))
+
+    first = run(seed=11)
+    assert same(first, run(seed=11))
+    assert not same(first, run(seed=12))
+    shards = [run(seed=11, num_shards=2, shard_index=i) for i in range(2)]
+    assert not same(shards[0], shards[1])
+    assert same(shards[1], run(seed=11, num_shards=2, shard_index=1))
+
+
+def test_eval_keeps_examples_beyond_the_fallback_when_the_problem_does_not_know(hparams, monkeypatch):
+    monkeypatch.setattr(algorithmic.AlgorithmicProblem, "max_eval_length", None)
+    monkeypatch.setattr(pipeline, "EVAL_FALLBACK_MAX_LENGTH", 50)
+    p = registry.problem("algorithmic_identity_decimal40")
+    batches = _batches(pipeline.input_dataset(p, hparams, "eval"))
+    lengths = np.concatenate([_check_batch(b, _scheme(50, hparams)) for b in batches])
+    assert len(lengths) == NUM_EVAL and lengths.max() > 50
