@@ -50,6 +50,7 @@ setup(
     install_requires=[
         "tensorflow~=2.21.0",
         "tensorflow-text~=2.21.0",
+        "tensorboard>=2.20,<3",  # tf.summary needs it; TensorFlow 2.21 no longer installs it.
         "keras>=3.10,<4",
         "tensorflow-datasets>=4.9.4,<5",
         "importlib_resources>=6",

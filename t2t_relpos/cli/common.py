@@ -11,6 +11,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow is first
 
 from absl import app  # pylint: disable=wrong-import-position
 from absl import flags  # pylint: disable=wrong-import-position
+from absl import logging  # pylint: disable=wrong-import-position
 
 from t2t_relpos import errors  # pylint: disable=wrong-import-position
 
@@ -104,6 +105,8 @@ def run(main, prog, doc, flag_modules, argv=None):
         return remaining
 
     def guarded(args):
+        if not FLAGS["verbosity"].present:  # Library INFO lines (gin, checkpoint saver) drown the progress.
+            logging.set_verbosity(logging.WARNING)
         try:
             return main(args) or 0
         except errors.T2TRelposError as e:

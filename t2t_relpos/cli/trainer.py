@@ -51,11 +51,13 @@ def main(argv):  # pylint: disable=unused-argument
     from t2t_relpos.training import strategy as strategy_lib
     from t2t_relpos.training import trainer as trainer_lib
 
-    strategy_lib.split_cpu(FLAGS.cpu_devices)  # Before anything creates a tensor.
     common.import_usr_dir()
     if FLAGS.registry_help:
         print(registry.help_string(), end="")
         return 0
+    # The runtime is configured here, before anything creates a tensor (which would fix it).
+    strategy_lib.split_cpu(FLAGS.cpu_devices)
+    strategy = strategy_lib.make_strategy(FLAGS.distribution)
     if not FLAGS.output_dir:
         raise errors.T2TRelposError("--output_dir is required")
     hparams, problem_name, model_name = stored.resolve_for_run(
@@ -67,7 +69,6 @@ def main(argv):  # pylint: disable=unused-argument
     registry.model(model_name)  # Fails early, with close matches, on an unknown name.
     if FLAGS.generate_data:
         problem.generate_data(FLAGS.data_dir, FLAGS.tmp_dir)
-    strategy = strategy_lib.make_strategy(FLAGS.distribution)
     mixed_precision = None if FLAGS.mixed_precision == "none" else FLAGS.mixed_precision
     train_steps = hparams.train_steps if FLAGS.train_steps is None else FLAGS.train_steps
     print(f"Training {model_name} ({hparams.hparams_set}) on {problem_name} for {train_steps} steps with "

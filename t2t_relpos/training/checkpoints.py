@@ -43,9 +43,12 @@ def make_manager(model, optimizer, directory, max_to_keep, is_chief=True):
                                       checkpoint_name=CHECKPOINT_NAME, step_counter=optimizer.iterations)
 
 
-def restore_latest(manager):
-    """Restores the newest checkpoint if there is one; returns its path or None."""
-    path = manager.latest_checkpoint
+def restore_latest(manager, directory):
+    """Restores the newest checkpoint of `directory` if there is one; returns its path or None.
+
+    Every worker restores from the run's directory, even those whose manager saves elsewhere.
+    """
+    path = tf.train.latest_checkpoint(directory)
     if path:
         manager.checkpoint.restore(path).assert_existing_objects_matched()
     return path

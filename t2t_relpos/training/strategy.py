@@ -30,6 +30,8 @@ def make_strategy(name="auto"):
     - `mirrored`: synchronous data parallelism over all local GPUs (or all logical CPUs when there is no GPU).
     - `multi_worker`: MultiWorkerMirroredStrategy across the machines described by `TF_CONFIG`.
     """
+    if name == "multi_worker":  # Before anything lists logical devices: that would initialise the runtime.
+        return _multi_worker_strategy()
     gpus = tf.config.list_logical_devices("GPU")
     cpus = tf.config.list_logical_devices("CPU")
     if name == "auto":
@@ -39,17 +41,19 @@ def make_strategy(name="auto"):
     if name == "mirrored":
         devices = [d.name for d in (gpus or cpus)]
         return tf.distribute.MirroredStrategy(devices)
-    if name == "multi_worker":
-        if "TF_CONFIG" not in os.environ:
-            raise errors.T2TRelposError("--distribution=multi_worker needs TF_CONFIG describing the cluster, "
-                                        'e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
-                                        '"task": {"type": "worker", "index": 0}}')
-        try:
-            json.loads(os.environ["TF_CONFIG"])
-        except json.JSONDecodeError as e:
-            raise errors.T2TRelposError(f"TF_CONFIG is not valid JSON: {e}") from None
-        return tf.distribute.MultiWorkerMirroredStrategy()
     raise errors.UnknownNameError(errors.unknown_name_message("distribution", name, DISTRIBUTIONS))
+
+
+def _multi_worker_strategy():
+    if "TF_CONFIG" not in os.environ:
+        raise errors.T2TRelposError("--distribution=multi_worker needs TF_CONFIG describing the cluster, "
+                                    'e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+                                    '"task": {"type": "worker", "index": 0}}')
+    try:
+        json.loads(os.environ["TF_CONFIG"])
+    except json.JSONDecodeError as e:
+        raise errors.T2TRelposError(f"TF_CONFIG is not valid JSON: {e}") from None
+    return tf.distribute.MultiWorkerMirroredStrategy()
 
 
 def is_chief(strategy):

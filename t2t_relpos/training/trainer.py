@@ -97,7 +97,7 @@ class Trainer:
             self._accumulators = self._make_accumulators() if self.accumulation_steps > 1 else None
         self.manager = checkpoints.make_manager(self.model, self.optimizer, output_dir, keep_checkpoint_max,
                                                 self.is_chief)
-        self.restored_from = checkpoints.restore_latest(self.manager)
+        self.restored_from = checkpoints.restore_latest(self.manager, output_dir)
         self._train_step = None
         self._eval_step = None
         self._writers = {}
@@ -223,7 +223,7 @@ class Trainer:
                 stats = {k: float(v) for k, v in self._train_step(iterator).items()}
                 window.add(stats, time.perf_counter() - began)
                 step = self.step
-                if self.is_chief:
+                if self.is_chief and (step % self.log_every == 0 or step == train_steps):
                     self._write_summaries("train", window.latest(), step, learning_rate=self.learning_rate())
                 progress.update(step, window, self.learning_rate())
                 if self._stop_signal is not None:

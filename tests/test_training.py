@@ -1,0 +1,131 @@
+"""The trainer: it learns, replicas and accumulation compute the same step, workers cooperate, runs resume."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from t2t_relpos import registry
+from t2t_relpos.problems import algorithmic
+from t2t_relpos.training import checkpoints
+from t2t_relpos.training import trainer as trainer_lib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ENV = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
+TRAINER = "import t2t_relpos.cli.trainer as m; m.run()"
+
+
+def test_tiny_relative_transformer_learns_to_reverse(tmp_path):
+    problem = algorithmic.AlgorithmicReverseDecimal40(train_length=8, eval_length=8, num_eval_examples=200)
+    hparams = registry.hparams("transformer_tiny_rel")
+    hparams.parse("batch_size=512,learning_rate=0.5,learning_rate_warmup_steps=100,max_relative_position=8")
+    trainer = trainer_lib.Trainer(problem, hparams, str(tmp_path), seed=1, checkpoint_every=400, eval_every=0,
+                                  verbose=False)
+    trainer.train(400)
+    metrics = trainer.evaluate()
+    assert metrics["accuracy"] >= 0.9, metrics
+    assert checkpoints.step_of(trainer.manager.latest_checkpoint) == 400
+    assert os.listdir(tmp_path / "train") and os.listdir(tmp_path / "eval")  # TensorBoard event files.
+
+
+@pytest.fixture(scope="module")
+def one_step_three_ways():
+    out = subprocess.run([sys.executable, os.path.join(HERE, "distributed_check.py")], capture_output=True,
+                         text=True, timeout=600, env=ENV, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("way", ["mirrored", "accumulated"])
+def test_replicas_and_accumulation_match_one_device(one_step_three_ways, way):
+    reference, other = one_step_three_ways["one_device"], one_step_three_ways[way]
+    assert other["step"] == reference["step"] == 2
+    assert other["losses"] == pytest.approx(reference["losses"], abs=1e-4)
+    assert other["checksum"] == pytest.approx(reference["checksum"], rel=1e-5)
+    assert other["first"] == pytest.approx(reference["first"], abs=1e-5)
+
+
+def _free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def _trainer_args(output_dir, steps, *extra):
+    return [sys.executable, "-c", TRAINER, "--problem=algorithmic_reverse_binary40",
+            "--hparams_set=transformer_tiny_rel", "--hparams=batch_size=256,max_length=16",
+            f"--output_dir={output_dir}", f"--train_steps={steps}", "--eval_steps=1", "--log_every=1", *extra]
+
+
+def test_multi_worker_mirrored_with_two_processes(tmp_path):
+    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    processes = []
+    for index in range(2):
+        config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = dict(ENV, TF_CONFIG=json.dumps(config))
+        processes.append(subprocess.Popen(
+            _trainer_args(tmp_path / "run", 3, "--distribution=multi_worker", "--checkpoint_every=3"),
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = [p.communicate(timeout=400)[0] for p in processes]
+    for process, output in zip(processes, outputs):
+        assert process.returncode == 0, output
+    assert "with 2 replica(s)" in outputs[0]
+    assert checkpoints.step_of(_latest(tmp_path / "run")) == 3  # The chief wrote it.
+
+
+def _latest(directory):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    return tf.train.latest_checkpoint(str(directory))
+
+
+def _start(output_dir, steps, *extra):
+    return subprocess.Popen(_trainer_args(output_dir, steps, *extra), env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _wait_for_step(process, step, timeout=300):
+    """Reads the process's output until it reports `step`; returns what it printed."""
+    seen = []
+    deadline = time.time() + timeout
+    for line in process.stdout:
+        seen.append(line)
+        if line.startswith(f"step {step}/"):
+            return "".join(seen)
+        assert time.time() < deadline, "".join(seen)
+    raise AssertionError("the trainer ended early:\n" + "".join(seen))
+
+
+def test_interrupted_and_killed_runs_resume_where_they_stopped(tmp_path):
+    run_dir = tmp_path / "run"
+    # Ctrl-C: a clean stop with a checkpoint of the current step and exit status 130.
+    first = _start(run_dir, 10000, "--checkpoint_every=4")
+    _wait_for_step(first, 5)
+    first.send_signal(signal.SIGINT)
+    output = first.communicate(timeout=120)[0]
+    assert first.returncode == 130, output
+    stopped_at = checkpoints.step_of(_latest(run_dir))
+    assert stopped_at >= 5 and "checkpoint saved" in output
+
+    # SIGKILL, possibly in the middle of a save: the next run resumes from the last complete checkpoint.
+    second = _start(run_dir, 10000, "--checkpoint_every=2")
+    _wait_for_step(second, stopped_at + 5)
+    second.kill()
+    second.communicate(timeout=60)
+    killed_at = checkpoints.step_of(_latest(run_dir))
+    assert killed_at > stopped_at
+
+    third = _start(run_dir, killed_at + 2, "--checkpoint_every=2")
+    output = third.communicate(timeout=300)[0]
+    assert third.returncode == 0, output
+    assert f"Resuming from" in output and f"(step {killed_at})" in output
+    assert checkpoints.step_of(_latest(run_dir)) == killed_at + 2
+    assert not [name for name in os.listdir(run_dir) if "_temp" in name]
