@@ -152,3 +152,16 @@ def test_encoder_alone_is_a_building_block():
     classifier = keras.Model(ids, keras.layers.Dense(3)(keras.layers.GlobalAveragePooling1D()(x)))
     out = classifier(np.array([[3, 4, 5, 0], [6, 7, 0, 0]]))
     assert tuple(out.shape) == (2, 3)
+
+
+@pytest.mark.parametrize("name", ["transformer_tiny", "transformer_tiny_rel"])
+def test_checkpoints_hold_every_weight(tmp_path, name):
+    """tf.train.Checkpoint follows attributes, not Keras's layer lists: every weight must still be saved."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    hparams = registry.hparams(name)
+    model = registry.model(hparams.model).from_hparams(hparams, 12, 12)
+    model.build()
+    path = tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
+    saved = [n for n, _ in tf.train.list_variables(path) if n.startswith("model/")]
+    assert len(saved) == len(model.weights)

@@ -54,6 +54,8 @@ class _StackBase(keras.layers.Layer):
             block_kwargs["max_relative_position"] = None
         self.blocks = [self.block_class(**block_kwargs, dtype=self.dtype_policy, name=f"layer_{i}")
                        for i in range(num_layers)]
+        for block in self.blocks:  # tf.train.Checkpoint does not look inside Keras's tracked lists.
+            setattr(self, block.name, block)
         self.position_signal = SinusoidalPositionEncoding(dtype=self.dtype_policy)
         self.input_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         self.final_norm = (keras.layers.LayerNormalization(epsilon=norm_epsilon, dtype=self.dtype_policy,
