@@ -1,0 +1,175 @@
+"""Helpers shared by the benchmark scripts: machine line, interleaved timing, peak memory, README sections.
+
+Nothing here imports TensorFlow at module level, so a parent process that only launches workers stays light.
+"""
+
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from importlib import metadata
+
+README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "README.md")
+_RESULT_PREFIX = "BENCHMARK_RESULT_JSON: "
+
+
+def _version(package):
+    """Installed version of `package`, or "absent"."""
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def _meminfo_bytes(field):
+    """A field of /proc/meminfo (e.g. "MemTotal") in bytes, or None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            return int(next(line for line in f if line.startswith(field + ":")).split()[1]) * 1024
+    except (OSError, StopIteration):
+        return None
+
+
+def _cpu_model():
+    """The CPU's model name (from /proc/cpuinfo where there is one)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            models = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+    except OSError:
+        models = []
+    return models[0] if models else (platform.processor() or platform.machine())
+
+
+def machine_description():
+    """One line: CPU model, cores, RAM, Python, TensorFlow and Keras versions."""
+    total = _meminfo_bytes("MemTotal")
+    ram = f", {total / 2**30:.1f} GiB RAM" if total else ""
+    return (f"{_cpu_model()}, {os.cpu_count()} cores{ram}, Python {platform.python_version()}, "
+            f"TensorFlow {_version('tensorflow')}, Keras {_version('keras')}")
+
+
+def available_memory_bytes():
+    """MemAvailable from /proc/meminfo (None where unknown)."""
+    return _meminfo_bytes("MemAvailable")
+
+
+def today():
+    """The date, ISO format."""
+    return datetime.date.today().isoformat()
+
+
+def command_line():
+    """How this script was invoked, for the record (interpreter path kept relative when it can be)."""
+    python = os.path.relpath(sys.executable)
+    python = sys.executable if python.startswith("..") else python
+    return " ".join([python] + sys.argv)
+
+
+def _clock(fn, number):
+    """Seconds taken by `number` calls of `fn`."""
+    start = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return time.perf_counter() - start
+
+
+def time_interleaved(fns, reps=5, warmup=1, min_sample_s=0.05):
+    """Median seconds per call of each callable in `fns` (a dict name -> callable).
+
+    Each callable is warmed up, then a repetition times every callable once, in an order rotated from one
+    repetition to the next, so drifting load (thermal, other processes) hits all of them alike. A sample
+    runs a callable often enough to last about `min_sample_s`, so short calls are not lost in timer noise.
+    Callables must block until their work is done.
+    """
+    names = list(fns)
+    numbers = {}
+    for name in names:
+        for _ in range(warmup):
+            fns[name]()
+        once = _clock(fns[name], 1)
+        numbers[name] = max(1, math.ceil(min_sample_s / once)) if once > 0 else 1
+    samples = {name: [] for name in names}
+    for rep in range(reps):
+        shift = rep % len(names)
+        for name in names[shift:] + names[:shift]:
+            samples[name].append(_clock(fns[name], numbers[name]) / numbers[name])
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def peak_memory_bytes(fn, device="CPU:0"):
+    """Peak bytes allocated on `device` by one call of `fn`, above what was allocated before it.
+
+    Uses TensorFlow's allocator statistics (`tf.config.experimental.get_memory_info`). On CPU these exist
+    only with oneDNN's allocator, TensorFlow's default on x86 (not with `TF_ENABLE_ONEDNN_OPTS=0`).
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    try:
+        tf.config.experimental.reset_memory_stats(device)
+    except ValueError as error:
+        raise RuntimeError(f"TensorFlow keeps no allocator statistics for {device} here "
+                           f"(TF_ENABLE_ONEDNN_OPTS={os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'unset')})"
+                           ) from error
+    before = tf.config.experimental.get_memory_info(device)["current"]
+    result = fn()
+    peak = tf.config.experimental.get_memory_info(device)["peak"]
+    del result
+    return peak - before
+
+
+def emit_result(obj):
+    """Worker side of `run_worker`: print a JSON result on stdout where the parent will find it."""
+    print(_RESULT_PREFIX + json.dumps(obj), flush=True)
+
+
+def run_worker(args, timeout=None):
+    """Run `python <args>` in a fresh process; its `emit_result` object, or a dict with "error" and "returncode".
+
+    A fresh process per measurement keeps allocations, caches and threads of one configuration from
+    colouring the next, and a worker killed for memory does not take the parent down.
+    """
+    proc = subprocess.run([sys.executable] + list(args), capture_output=True, text=True, timeout=timeout,
+                          check=False)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(_RESULT_PREFIX):
+            return json.loads(line[len(_RESULT_PREFIX):])
+    tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+    return {"error": f"worker exited with {proc.returncode}: {tail}", "returncode": proc.returncode}
+
+
+def replace_section(name, text, path=README):
+    """Put `text` between `<!-- BEGIN name -->` and `<!-- END name -->` in `path` (section appended if missing)."""
+    begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
+    block = f"{begin}\n{text.strip()}\n{end}"
+    content = ""
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            content = f.read()
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
+    if pattern.search(content):
+        content = pattern.sub(lambda _: block, content, count=1)
+    else:
+        content = content.rstrip("\n") + ("\n\n" if content.strip() else "") + block
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(content.rstrip("\n") + "\n")
+
+
+def markdown_table(headers, rows, align=None):
+    """A GitHub markdown table; `align` is a string of "l"/"r" per column (default: first left, rest right)."""
+    align = align or "l" + "r" * (len(headers) - 1)
+    cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+
+    def line(row):
+        return "| " + " | ".join(c.ljust(w) if a == "l" else c.rjust(w)
+                                 for c, w, a in zip(row, widths, align)) + " |"
+
+    rule = "|" + "|".join(("-" * (w + 1) + ":") if a == "r" else (":" + "-" * (w + 1))
+                          for w, a in zip(widths, align)) + "|"
+    return "\n".join([line(cells[0]), rule] + [line(row) for row in cells[1:]])

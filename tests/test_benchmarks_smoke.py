@@ -1,0 +1,61 @@
+"""The attention benchmark at a tiny length: its results, table and verdict, and its naive layer's correctness."""
+
+import importlib.util
+import os
+
+import pytest
+
+_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "attention.py")
+_SPEC = importlib.util.spec_from_file_location("benchmark_attention", _PATH)
+attention = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(attention)
+common = attention.common
+
+
+def test_measure_tiny_length_gives_every_configuration_and_a_table():
+    results = {16: attention.measure(16, reps=1, memory_reps=1, min_sample_s=0.0)}
+    assert set(results[16]) == set(attention.CONFIGS)
+    for config, result in results[16].items():
+        assert set(result) == {"time_s", "memory_bytes", "memory_min", "memory_max"}, config
+        assert result["time_s"] > 0, config
+        assert 0 < result["memory_min"] <= result["memory_bytes"] <= result["memory_max"], config
+    table = attention.format_table(results).splitlines()
+    assert len(table) == 2 + len(attention.CONFIGS)
+    assert all(line.count("|") == 8 for line in table)
+    standard = [cell.strip() for cell in table[2].split("|")]
+    assert standard[3] == "standard (keras MHA)" and standard[5] == standard[7] == "1.00x"
+    verdict = attention.verdict(results)
+    assert verdict.startswith("Targets (issue 3) at n = 16")
+    assert verdict.count("\n- ") == 3 and "not measured" not in verdict
+
+
+def test_verdict_uses_the_estimate_of_a_skipped_naive_run():
+    measured = {"time_s": 1.0, "memory_bytes": 100 * attention.MIB, "memory_min": 0, "memory_max": 0}
+    skipped = attention._naive_skipped(2048, "test")  # pylint: disable=protected-access
+    results = {2048: {"standard": measured, "relative_per_head": dict(measured, memory_bytes=130 * attention.MIB),
+                      "relative_shared": measured, "naive": skipped}}
+    verdict = attention.verdict(results).splitlines()
+    assert verdict[1].endswith("1.30x, MISSED") and verdict[2].endswith("1.00x, met")
+    assert "(estimate, not measured), met" in verdict[3]
+    estimate = attention.naive_estimate_bytes(2048) / attention.GIB
+    assert f"not measured: test; estimated ~{estimate:.1f} GiB" in attention.format_table(results)
+
+
+def test_naive_layer_matches_ours():
+    attention.check_naive_matches()
+
+
+def test_naive_check_catches_reversed_relative_positions(monkeypatch):
+    clipped = attention.relative_labels
+    monkeypatch.setattr(attention, "relative_labels", lambda n, k: 2 * k - clipped(n, k))
+    with pytest.raises(AssertionError, match="differ in output"):
+        attention.check_naive_matches()
+
+
+def test_replace_section_replaces_in_place_and_appends(tmp_path):
+    path = tmp_path / "README.md"
+    path.write_text("# Title\n\n<!-- BEGIN a -->\nold\n<!-- END a -->\n\nafter\n")
+    common.replace_section("a", "new", path=str(path))
+    common.replace_section("b", "second", path=str(path))
+    assert path.read_text() == ("# Title\n\n<!-- BEGIN a -->\nnew\n<!-- END a -->\n\nafter\n\n"
+                                "<!-- BEGIN b -->\nsecond\n<!-- END b -->\n")
