@@ -35,11 +35,14 @@ def read_lines(path):
     return text
 
 
-def split_text(problem, split, data_dir):
-    """(sources, references) as text, from the problem's own `split`."""
+def split_text(problem, split, data_dir, num_samples=0):
+    """(sources, references) as text, from the problem's own `split` (its first `num_samples`; 0: all)."""
     encoders = problem.feature_encoders(data_dir)
     sources, references = [], []
-    for example in problem.dataset(split, data_dir).as_numpy_iterator():
+    examples = problem.dataset(split, data_dir)
+    if num_samples > 0:
+        examples = examples.take(num_samples)
+    for example in examples.as_numpy_iterator():
         sources.append(encoders["inputs"].decode(example["inputs"].tolist()))
         references.append(encoders["targets"].decode(example["targets"].tolist()))
     return sources, references

@@ -27,7 +27,8 @@ def define_flags():
     flags.DEFINE_string("data_dir", None, "The problem's data directory (vocabularies), if it has one.")
     flags.DEFINE_string("checkpoint_path", None, "A specific checkpoint (default: the newest in --output_dir).")
     flags.DEFINE_string("decode_hparams", "", "Overrides of beam_size, alpha, batch_size, extra_length, "
-                        "return_beams, temperature, top_k, max_input_length, e.g. 'beam_size=4,alpha=0.6'.")
+                        "return_beams, temperature, top_k, max_input_length, num_samples (with --decode_split: "
+                        "only the first N examples), e.g. 'beam_size=4,alpha=0.6'.")
     flags.DEFINE_string("decode_from_file", None, "Source text, one sentence per line ('-': stdin).")
     flags.DEFINE_string("decode_to_file", "-", "Where outputs go, one per line ('-': stdout). With "
                         "return_beams, each line holds 'hypothesis<TAB>score' pairs, best first.")
@@ -45,7 +46,7 @@ def decode_hparams(hparams):
 
     return HParams(beam_size=hparams.beam_size, alpha=hparams.alpha, extra_length=hparams.extra_length,
                    batch_size=32, return_beams=False, temperature=0.0, top_k=0,
-                   max_input_length=1024).parse(FLAGS.decode_hparams)
+                   max_input_length=1024, num_samples=0).parse(FLAGS.decode_hparams)
 
 
 def main(argv):  # pylint: disable=unused-argument
@@ -78,7 +79,8 @@ def main(argv):  # pylint: disable=unused-argument
     if FLAGS.decode_interactive:
         return decode_io.interactive(translator, settings.return_beams)
     if FLAGS.decode_split:
-        sources, references = decode_io.split_text(problem, FLAGS.decode_split, FLAGS.data_dir)
+        sources, references = decode_io.split_text(problem, FLAGS.decode_split, FLAGS.data_dir,
+                                                   settings.num_samples)
     else:
         sources = decode_io.read_lines(FLAGS.decode_from_file)
         references = decode_io.read_lines(FLAGS.decode_reference) if FLAGS.decode_reference else None

@@ -42,6 +42,22 @@ def report(metric, hypotheses, references):
             score, signature = bleu(hypotheses, references, tokenize)
             lines.append(f"BLEU = {score:.2f}  ({signature})")
         return lines
-    scores = sequence_accuracy(hypotheses, references)
-    return [f"char_accuracy = {scores['char_accuracy']:.4f}  seq_accuracy = {scores['seq_accuracy']:.4f}  "
-            f"({scores['sequences']} sequences)"]
+    lines = [_accuracy_line("", sequence_accuracy(hypotheses, references))]
+    pairs = list(zip(hypotheses, references))
+    low = 1
+    for high in LENGTH_BUCKETS:
+        chosen = [(h, r) for h, r in pairs if low <= len(r) <= high]
+        if chosen and len(chosen) < len(pairs):
+            lines.append(_accuracy_line(f"  reference length {low:>3}-{high:<3} ",
+                                        sequence_accuracy(*zip(*chosen))))
+        low = high + 1
+    return lines
+
+
+# Accuracy by reference length shows length generalisation: the algorithmic tasks train on <= 40 symbols.
+LENGTH_BUCKETS = (10, 40, 100, 200, 400, 1000, 10 ** 9)
+
+
+def _accuracy_line(prefix, scores):
+    return (f"{prefix}char_accuracy = {scores['char_accuracy']:.4f}  seq_accuracy = {scores['seq_accuracy']:.4f}"
+            f"  ({scores['sequences']} sequences)")

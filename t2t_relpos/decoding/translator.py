@@ -76,8 +76,7 @@ class Translator:
         results = [None] * len(sources)
         for start in range(0, len(order), self.batch_size):
             chosen = order[start:start + self.batch_size]
-            # Pad lengths to multiples of 8 so that only a few shapes are traced.
-            width = 8 * math.ceil(max(len(sources[i]) for i in chosen) / 8)
+            width = _bucket(max(len(sources[i]) for i in chosen))
             batch = np.zeros((len(chosen), width), np.int32)
             for row, i in enumerate(chosen):
                 batch[row, :len(sources[i])] = sources[i]
@@ -98,6 +97,11 @@ class Translator:
             decoded = [(self.target_encoder.decode(ids), score) for ids, score in hypotheses]
             outputs.append(decoded if return_beams else decoded[0][0])
         return outputs
+
+
+def _bucket(length):
+    """Pads source lengths to 8, 16, 32, ...: few shapes, so the search is traced a few times only."""
+    return 8 * 2 ** max(0, math.ceil(math.log2(length / 8)))
 
 
 def _strip(ids):
