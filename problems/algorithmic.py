@@ -18,6 +18,7 @@ change between versions). Training streams are seeded by the `seed` argument (an
 the problem's name and split.
 """
 
+import abc
 import zlib
 
 import numpy as np
@@ -141,6 +142,7 @@ class AlgorithmicProblem(problem.Problem):
         digits = "0123456789"[:self.base]
         self._encoder = problem.SymbolEncoder(digits + SEPARATOR)
 
+    @abc.abstractmethod
     def generate(self, bits, max_length, count):
         """`count` random examples of strings up to `max_length` symbols.
 
@@ -153,7 +155,6 @@ class AlgorithmicProblem(problem.Problem):
             (inputs, targets): each a pair (symbol values int64 [count, width], lengths int64 [count]), with
             digits as their values and the separator as `base`.
         """
-        raise NotImplementedError
 
     def feature_encoders(self, data_dir=None):
         del data_dir

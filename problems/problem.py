@@ -16,6 +16,7 @@ Subclasses implement `feature_encoders` and `_dataset`; the rest has sensible de
             ...  # a tf.data.Dataset of {"inputs", "targets"}; infinite for "train"
 """
 
+import abc
 import numbers
 
 PAD_ID = 0
@@ -53,21 +54,30 @@ def strip_ids(ids):
     return out
 
 
-class TextEncoder:
+class TextEncoder(abc.ABC):
     """Maps text to ids and back. Ids below `NUM_RESERVED_IDS` are PAD and EOS in every vocabulary."""
 
     @property
+    @abc.abstractmethod
     def vocab_size(self):
         """The number of ids, reserved ones included."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def encode(self, text):
         """Text -> list of ids, without the EOS (the problem appends it)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def decode(self, ids):
         """Ids -> text, stopping at the first EOS and skipping PADs."""
-        raise NotImplementedError
+
+    @abc.abstractmethod
+    def graph_tokenizer(self):
+        """The same mapping as TensorFlow ops in a `tf.Module` (for exported models).
+
+        Returns:
+            An object with `tokenize(strings [B]) -> int32 RaggedTensor [B, (n)]` and
+            `detokenize(ids int32 [B, n]) -> strings [B]`, savable in a SavedModel.
+        """
 
 
 class SymbolEncoder(TextEncoder):
@@ -124,8 +134,13 @@ class SymbolEncoder(TextEncoder):
             pieces.append(self.symbols[i - NUM_RESERVED_IDS])
         return ("" if self._characters else " ").join(pieces)
 
+    def graph_tokenizer(self):
+        from t2t_relpos.data import graph_text  # pylint: disable=import-outside-toplevel  # Imports TensorFlow.
 
-class Problem:
+        return graph_text.SymbolTokenizer(self.symbols, by_character=self._characters)
+
+
+class Problem(abc.ABC):
     """Base class of problems. See the module docstring for what a subclass provides.
 
     Attributes:
@@ -148,9 +163,9 @@ class Problem:
                 return name
         return registry.default_name(type(self))
 
+    @abc.abstractmethod
     def feature_encoders(self, data_dir=None):
         """Returns `{"inputs": TextEncoder, "targets": TextEncoder}` (vocabularies may live in `data_dir`)."""
-        raise NotImplementedError
 
     def vocab_sizes(self, data_dir=None):
         """Returns `(input_vocab_size, target_vocab_size)`, reserved ids included."""
@@ -196,9 +211,9 @@ class Problem:
         _check_element_spec(examples, type(self).__name__)
         return examples
 
+    @abc.abstractmethod
     def _dataset(self, split, data_dir, seed, num_shards, shard_index):
         """What `dataset` returns, after argument checks. Shards must hold distinct data."""
-        raise NotImplementedError
 
 
 def _check_element_spec(examples, owner):

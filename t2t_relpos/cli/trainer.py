@@ -10,6 +10,8 @@ Rerunning the same command in the same --output_dir resumes from the last checkp
 problem and model are reused; asking for different ones is an error). Ctrl-C saves a checkpoint and stops.
 """
 
+import os
+
 from absl import flags
 
 from t2t_relpos.cli import common
@@ -40,6 +42,8 @@ def define_flags():
                       "Compute in 16-bit floats with float32 weights.")
     flags.DEFINE_boolean("jit_compile", False, "Compile the training step with XLA.")
     flags.DEFINE_boolean("generate_data", False, "Prepare the problem's data (as t2t-relpos-datagen) first.")
+    flags.DEFINE_boolean("export", False, "After training, write a SavedModel that maps text to text (tokenization "
+                         "in the graph, the set's beam_size/alpha/extra_length) to <output_dir>/export/<step>.")
 
 
 def main(argv):  # pylint: disable=unused-argument
@@ -84,6 +88,13 @@ def main(argv):  # pylint: disable=unused-argument
         common.fail("t2t-relpos-trainer", str(e), status=common.INTERRUPTED)
     if metrics:
         print("Final evaluation: " + "  ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())), flush=True)
+    if FLAGS.export and trainer.is_chief:
+        from t2t_relpos.decoding import export  # pylint: disable=import-outside-toplevel
+
+        path = export.export(trainer.model, problem, os.path.join(FLAGS.output_dir, "export", str(trainer.step)),
+                             FLAGS.data_dir, beam_size=hparams.beam_size, alpha=hparams.alpha,
+                             extra_length=hparams.extra_length)
+        print(f"Exported a SavedModel to {path}", flush=True)
     return 0
 
 

@@ -141,7 +141,9 @@ def beam_search(model, inputs, max_length, beam_size=4, alpha=0.6):
         rows = ops.reshape(source_beam + ops.arange(batch, dtype=source_beam.dtype)[:, None] * k, (-1,))
         cache = {**cache, "self": keras.tree.map_structure(lambda t: ops.take(t, rows, axis=0), cache["self"])}
 
-        # Finished: merge the candidates that just ended with those kept so far.
+        # Finished: merge the candidates that just ended with those kept so far. As in fairseq, only an
+        # ending among the k best candidates counts, so beam search with k = 1 is greedy search.
+        ends = ops.logical_and(ends, ops.arange(2 * k) < k)
         cand_scores = cand_log_probs / length_penalty(i + 1, alpha)
         cand_scores = ops.where(ends, cand_scores, _NEG_INF)
         all_seq = ops.concatenate([fin_seq, cand_seq], axis=1)

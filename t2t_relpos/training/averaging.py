@@ -30,9 +30,7 @@ def average(model, paths):
         raise errors.T2TRelposError("no checkpoints to average")
     totals = None
     for path in paths:
-        if not tf.io.gfile.exists(path + ".index"):
-            raise errors.T2TRelposError(f"checkpoint {path} does not exist")
-        tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
+        checkpoints.restore_model(model, path)
         values = [np.asarray(w.numpy(), np.float64) for w in model.weights]
         totals = values if totals is None else [t + v for t, v in zip(totals, values)]
     for weight, total in zip(model.weights, totals):

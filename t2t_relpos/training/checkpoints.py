@@ -12,6 +12,8 @@ import tempfile
 
 import tensorflow as tf
 
+from t2t_relpos import errors
+
 CHECKPOINT_NAME = "ckpt"
 
 
@@ -57,3 +59,13 @@ def restore_latest(manager, directory):
 def step_of(path):
     """The step number in a checkpoint path `.../ckpt-1200`."""
     return int(path.rsplit("-", 1)[-1])
+
+
+def restore_model(model, path):
+    """Restores only `model`'s weights from a run's checkpoint `path` (optimizer slots are skipped)."""
+    if not tf.io.gfile.exists(path + ".index"):
+        raise errors.T2TRelposError(f"checkpoint {path} does not exist")
+    try:
+        tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
+    except AssertionError as e:
+        raise errors.T2TRelposError(f"checkpoint {path} does not fit the model: {e}") from None

@@ -7,6 +7,7 @@ import tensorflow as tf
 from t2t_relpos import errors
 from t2t_relpos import registry
 from t2t_relpos.hparams import stored
+from t2t_relpos.training import checkpoints
 from t2t_relpos.training import trainer
 
 
@@ -29,9 +30,7 @@ def load(output_dir, checkpoint_path=None, data_dir=None):
     path = checkpoint_path or tf.train.latest_checkpoint(output_dir)
     if not path:
         raise errors.T2TRelposError(f"no checkpoint in {output_dir}; train first or pass --checkpoint_path")
-    if not tf.io.gfile.exists(path + ".index"):
-        raise errors.T2TRelposError(f"checkpoint {path} does not exist")
     problem = registry.problem(problem_name)
     model = trainer.build_model(hparams, problem, data_dir, model_name)
-    tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
+    checkpoints.restore_model(model, path)
     return model, problem, hparams, os.path.abspath(path)

@@ -1,0 +1,55 @@
+"""Text <-> ids as TensorFlow ops, for models exported with their tokenization inside the graph."""
+
+import tensorflow as tf
+
+from t2t_relpos.problems.problem import EOS_ID, NUM_RESERVED_IDS, PAD_ID
+
+
+class SymbolTokenizer(tf.Module):
+    """The graph twin of `SymbolEncoder`: a fixed alphabet, symbol `i` has id `NUM_RESERVED_IDS + i`.
+
+    Args:
+        symbols: The alphabet, in id order.
+        by_character: Read text character by character (whitespace ignored); else split it on whitespace.
+
+    Example:
+
+    >>> tokenizer = SymbolTokenizer("01+", by_character=True)
+    >>> tokenizer.tokenize(tf.constant(["10+1"])).to_list()
+    [[3, 2, 4, 3]]
+    >>> tokenizer.detokenize(tf.constant([[3, 2, 1, 0]])).numpy().tolist()
+    [b'10']
+    """
+
+    def __init__(self, symbols, by_character=True, name=None):
+        super().__init__(name=name)
+        symbols = list(symbols)
+        self.by_character = by_character
+        self._symbols = tf.constant([""] * NUM_RESERVED_IDS + symbols)
+        ids = tf.range(NUM_RESERVED_IDS, NUM_RESERVED_IDS + len(symbols), dtype=tf.int64)
+        self._table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(tf.constant(symbols), ids),
+                                                default_value=-1)
+
+    def tokenize(self, texts):
+        """strings `[B]` -> int32 RaggedTensor `[B, (n)]` (no EOS); an unknown symbol is an InvalidArgument error."""
+        if self.by_character:
+            pieces = tf.strings.unicode_split(texts, "UTF-8")
+            pieces = tf.ragged.boolean_mask(pieces, tf.logical_not(tf.strings.regex_full_match(pieces, r"\s")))
+        else:
+            pieces = tf.strings.split(texts)
+        ids = tf.ragged.map_flat_values(self._table.lookup, pieces)
+        check = tf.debugging.assert_non_negative(ids.flat_values, message="a symbol outside the alphabet")
+        with tf.control_dependencies([check]):
+            return tf.cast(ids, tf.int32)
+
+    def detokenize(self, ids):
+        """int ids `[B, n]` -> strings `[B]`: symbols up to the first EOS, padding skipped."""
+        ids = tf.cast(ids, tf.int32)
+        before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=1), 0)
+        keep = tf.logical_and(before_eos, tf.not_equal(ids, PAD_ID))
+        pieces = tf.gather(self._symbols, tf.where(keep, ids, PAD_ID))
+        pieces = tf.where(keep, pieces, "")
+        if self.by_character:
+            return tf.strings.reduce_join(pieces, axis=1)
+        ragged = tf.ragged.boolean_mask(pieces, keep)
+        return tf.strings.reduce_join(ragged, axis=1, separator=" ")

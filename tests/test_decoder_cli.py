@@ -1,0 +1,115 @@
+"""A tiny trained run, decoded through the decoder CLI, averaged, and exported as a SavedModel."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from test_cli import assert_usage_error, run_tool
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """A run trained for a few steps by the trainer CLI, with checkpoints at steps 10 and 20 and an export."""
+    directory = tmp_path_factory.mktemp("run")
+    result = run_tool("t2t-relpos-trainer", "--problem=algorithmic_reverse_decimal40",
+                      "--hparams_set=transformer_tiny_rel", "--hparams=batch_size=256,max_length=12,beam_size=2",
+                      f"--output_dir={directory}", "--train_steps=20", "--checkpoint_every=10", "--eval_steps=1",
+                      "--export", timeout=400)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Exported a SavedModel" in result.stdout
+    return directory
+
+
+def write(path, data):
+    path.write_bytes(data)
+    return str(path)
+
+
+def decode(run_dir, *args, stdin=None):
+    return run_tool("t2t-relpos-decoder", f"--output_dir={run_dir}", *args, stdin=stdin, timeout=300)
+
+
+def test_round_trip_keeps_order_empty_lines_and_truncates_long_lines(run_dir, tmp_path):
+    lines = ["0123", "", "   ", "98765432101234", "42", "7"]
+    source = write(tmp_path / "source.txt", ("\n".join(lines) + "\n").encode())
+    reference = write(tmp_path / "reference.txt", ("\n".join(line[::-1] for line in lines) + "\n").encode())
+    output = tmp_path / "out.txt"
+    result = decode(run_dir, f"--decode_from_file={source}", f"--decode_to_file={output}",
+                    f"--decode_reference={reference}", "--decode_hparams=beam_size=2,batch_size=2,"
+                    "max_input_length=8,extra_length=4")
+    assert result.returncode == 0, result.stderr
+    decoded = output.read_text(encoding="utf-8").split("\n")
+    assert len(decoded) == len(lines) + 1 and decoded[-1] == ""
+    assert decoded[1] == "" and decoded[2] == ""
+    assert all(set(text) <= set("0123456789+") for text in decoded)
+    assert "line 4" in result.stderr and "truncated" in result.stderr
+    assert "char_accuracy" in result.stdout
+
+    # The same lines one at a time from stdin give the same outputs (batching does not change results).
+    for line, expected in zip(lines[:2], decoded):
+        alone = decode(run_dir, "--decode_from_file=-", "--decode_hparams=beam_size=2,max_input_length=8,"
+                       "extra_length=4", stdin=line + "\n")
+        assert alone.returncode == 0, alone.stderr
+        assert alone.stdout.split("\n")[0] == expected
+
+
+@pytest.mark.parametrize("data, fragment", [(b"12\n\xff\xfe3\n", "line 2"), (b"12\n34\n5a6\n", "line 3")])
+def test_bad_input_names_the_line_and_loses_nothing(run_dir, tmp_path, data, fragment):
+    source = write(tmp_path / "source.txt", data)
+    output = tmp_path / "out.txt"
+    output.write_text("earlier results\n", encoding="utf-8")
+    result = decode(run_dir, f"--decode_from_file={source}", f"--decode_to_file={output}")
+    assert_usage_error(result, fragment)
+    assert output.read_text(encoding="utf-8") == "earlier results\n"
+
+
+def test_decode_split_reports_accuracy_by_length(run_dir):
+    result = decode(run_dir, "--decode_split=eval", "--decode_hparams=beam_size=1,num_samples=20,extra_length=5",
+                    "--decode_to_file=-")
+    assert result.returncode == 0, result.stderr
+    assert "char_accuracy" in result.stdout and "(20 sequences)" in result.stdout
+
+
+def test_averaged_checkpoints_decode(run_dir, tmp_path):
+    averaged = tmp_path / "averaged"
+    result = run_tool("t2t-relpos-avg-checkpoints", f"--output_dir={run_dir}", "--num_last=2",
+                      f"--averaged_dir={averaged}")
+    assert result.returncode == 0, result.stderr
+    assert "Averaged 2 checkpoints (ckpt-10 .. ckpt-20)" in result.stdout
+    decoded = decode(averaged, "--decode_from_file=-", "--decode_hparams=beam_size=1,extra_length=3",
+                     stdin="0123\n")
+    assert decoded.returncode == 0, decoded.stderr
+    assert "ckpt-20" in decoded.stderr
+
+
+RELOAD = """
+import json, sys
+sys.modules["t2t_relpos"] = None  # The SavedModel must not need this package.
+import tensorflow as tf
+translate = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+out = translate(tf.constant(json.loads(sys.argv[2])))
+print(json.dumps([t.decode() for t in out["outputs"].numpy().tolist()]))
+"""
+
+
+def test_exported_saved_model_reloads_in_a_fresh_process_and_decodes(run_dir):
+    from t2t_relpos.decoding import translator as translator_lib  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.training import runs  # pylint: disable=import-outside-toplevel
+
+    export_dir = os.path.join(run_dir, "export", "20")
+    texts = ["0123456", "", "7654321", "1 2 3 4 5 6 7"]  # 7 symbols: the same decoding length on both sides.
+    result = subprocess.run([sys.executable, "-c", RELOAD, export_dir, json.dumps(texts)], capture_output=True,
+                            text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    exported = json.loads(result.stdout.strip().splitlines()[-1])
+
+    model, problem, hparams, _ = runs.load(str(run_dir))
+    translator = translator_lib.Translator(model, problem, beam_size=hparams.beam_size, alpha=hparams.alpha,
+                                           extra_length=hparams.extra_length)
+    assert exported == translator.translate(texts)
+    assert exported[1] == ""

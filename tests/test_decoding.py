@@ -1,0 +1,176 @@
+"""Search: cached == uncached, beam 1 == greedy, scores and ranking, batching; checkpoint averaging."""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras import ops
+
+from t2t_relpos.decoding import search
+from t2t_relpos.models import Transformer
+from t2t_relpos.training import averaging
+
+VOCAB = 11
+
+
+def small_model(position_encoding):
+    model = Transformer(VOCAB, VOCAB, hidden_size=32, filter_size=64, num_heads=4, num_encoder_layers=2,
+                        num_decoder_layers=2, position_encoding=position_encoding, max_relative_position=3)
+    model.build()
+    return model
+
+
+@pytest.fixture(scope="module", params=["sinusoid", "relative", "both"])
+def model(request):
+    return small_model(request.param)
+
+
+def sources():
+    """Three sources of different lengths (EOS-terminated, 0-padded)."""
+    return np.array([[4, 5, 6, 7, 8, 9, 1], [3, 3, 2, 1, 0, 0, 0], [10, 1, 0, 0, 0, 0, 0]], np.int32)
+
+
+def test_cached_greedy_equals_decoding_the_whole_prefix(model):
+    inputs = sources()
+    cached, _ = search.greedy(model, inputs, 12)
+    uncached = search.greedy_full_prefix(model, inputs, 12)
+    np.testing.assert_array_equal(ops.convert_to_numpy(cached), ops.convert_to_numpy(uncached))
+
+
+def test_cached_greedy_under_tf_function_and_xla(model):
+    inputs = tf.constant(sources())
+    eager, _ = search.greedy(model, inputs, 12)
+    compiled = tf.function(lambda x: search.greedy(model, x, 12), jit_compile=True)
+    np.testing.assert_array_equal(compiled(inputs)[0].numpy(), ops.convert_to_numpy(eager))
+
+
+class EndsBy:
+    """Wraps a model so that EOS becomes likely from step `step` on: random models rarely finish by themselves."""
+
+    def __init__(self, model, step=4):
+        self.model, self.step = model, step
+
+    def encode(self, inputs, training=None):
+        return self.model.encode(inputs, training=training)
+
+    def init_cache(self, *args):
+        return self.model.init_cache(*args)
+
+    def decode_step(self, ids, cache, index):
+        logits, cache = self.model.decode_step(ids, cache, index)
+        boost = ops.where(ops.arange(VOCAB) == 1, ops.cast(ops.maximum(index - self.step + 1, 0), "float32") * 3.0, 0.0)
+        return logits + boost, cache
+
+    def __call__(self, features):
+        logits = self.model(features)
+        index = ops.arange(ops.shape(logits)[1])[:, None]
+        boost = ops.where(ops.arange(VOCAB)[None] == 1, ops.cast(ops.maximum(index - self.step + 1, 0), "float32") * 3.0, 0.0)
+        return logits + boost
+
+
+def sequence_log_prob(model, source, target):
+    """log P(target | source) by teacher forcing, with padding excluded as in the search."""
+    logits = model({"inputs": source[None], "targets": np.array([target], np.int32)})
+    log_probs = ops.convert_to_numpy(search._log_probs(logits))[0]  # pylint: disable=protected-access
+    return float(sum(log_probs[i, t] for i, t in enumerate(target)))
+
+
+def strip(ids):
+    ids = list(ids)
+    return ids[:ids.index(0)] if 0 in ids else ids
+
+
+def test_beam_size_one_is_greedy(model):
+    inputs, model = sources(), EndsBy(model)
+    greedy_ids, greedy_scores = search.greedy(model, inputs, 10)
+    assert np.all(np.any(ops.convert_to_numpy(greedy_ids) == 1, axis=1))  # Every sentence finished.
+    beam_ids, beam_scores = search.beam_search(model, inputs, 10, beam_size=1, alpha=0.0)
+    np.testing.assert_array_equal(ops.convert_to_numpy(beam_ids)[:, 0], ops.convert_to_numpy(greedy_ids))
+    np.testing.assert_allclose(ops.convert_to_numpy(beam_scores)[:, 0], ops.convert_to_numpy(greedy_scores),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_beams_are_sorted_and_scored_by_normalised_log_probability(model):
+    inputs, alpha, model = sources(), 0.6, EndsBy(model)
+    ids, scores = search.beam_search(model, inputs, 8, beam_size=3, alpha=alpha)
+    ids, scores = ops.convert_to_numpy(ids), ops.convert_to_numpy(scores)
+    assert np.all(np.diff(scores, axis=1) <= 1e-6)
+    for row in range(len(inputs)):
+        for beam in range(3):
+            target = strip(ids[row, beam])
+            expected = sequence_log_prob(model, inputs[row], target) / ((5 + len(target)) / 6) ** alpha
+            assert scores[row, beam] == pytest.approx(expected, abs=1e-4)
+
+
+def test_batched_results_equal_one_at_a_time(model):
+    inputs = sources()
+    batch_greedy, _ = search.greedy(model, inputs, 9)
+    batch_beam, batch_scores = search.beam_search(model, inputs, 9, beam_size=2)
+    for row, source in enumerate(inputs):
+        alone = source[None, :max(1, int(np.count_nonzero(source)))]
+        one_greedy, _ = search.greedy(model, alone, 9)
+        one_beam, one_scores = search.beam_search(model, alone, 9, beam_size=2)
+        np.testing.assert_array_equal(ops.convert_to_numpy(one_greedy)[0],
+                                      ops.convert_to_numpy(batch_greedy)[row])
+        np.testing.assert_array_equal(ops.convert_to_numpy(one_beam)[0], ops.convert_to_numpy(batch_beam)[row])
+        np.testing.assert_allclose(ops.convert_to_numpy(one_scores)[0], ops.convert_to_numpy(batch_scores)[row],
+                                   atol=1e-4)
+
+
+class ScriptedModel:
+    """A decoder whose next-token distribution depends only on the step and the previous token.
+
+    Vocabulary: 0 PAD, 1 EOS, 2 "a", 3 "b". "EOS" at once has probability 0.5; "a a a EOS" has 0.3 * 0.95^3:
+    lower, but better once normalised by a strong length penalty.
+    """
+
+    vocab = 4
+
+    def encode(self, inputs, training=None):
+        del training
+        return ops.zeros(ops.shape(inputs) + (1,)), ops.not_equal(inputs, 0)
+
+    def init_cache(self, encoder_output, encoder_mask, max_length):
+        del encoder_mask, max_length
+        return {"self": ops.zeros((ops.shape(encoder_output)[0], 1))}
+
+    def decode_step(self, ids, cache, index):
+        table = np.full((8, self.vocab, self.vocab), 0.25, np.float32)  # [step, previous, next]
+        table[0, 0] = [0.0, 0.5, 0.3, 0.2]
+        table[1:3, 2] = [0.0, 0.03, 0.95, 0.02]
+        table[3, 2] = [0.0, 0.95, 0.03, 0.02]
+        probs = ops.take(ops.convert_to_tensor(table[:, :, :]), index, axis=0)
+        probs = ops.take(probs, ids[:, 0], axis=0)
+        return ops.log(ops.maximum(probs, 1e-9))[:, None, :], cache
+
+
+@pytest.mark.parametrize("alpha, best", [(0.0, [1]), (0.6, [1]), (2.0, [2, 2, 2, 1])])
+def test_length_penalty_changes_the_ranking(alpha, best):
+    ids, scores = search.beam_search(ScriptedModel(), np.array([[2, 1]], np.int32), 6, beam_size=2, alpha=alpha)
+    assert strip(ops.convert_to_numpy(ids)[0, 0]) == best
+    expected = math.log(0.5) if best == [1] else (math.log(0.3) + 3 * math.log(0.95)) / (9 / 6) ** alpha
+    assert float(ops.convert_to_numpy(scores)[0, 0]) == pytest.approx(expected, abs=1e-5)
+
+
+def test_sampling_with_top_k_one_is_greedy(model):
+    inputs = sources()
+    greedy_ids, _ = search.greedy(model, inputs, 8)
+    sampled, _ = search.greedy(model, inputs, 8, temperature=1.0, top_k=1, seed=3)
+    np.testing.assert_array_equal(ops.convert_to_numpy(sampled), ops.convert_to_numpy(greedy_ids))
+
+
+def test_averaging_two_checkpoints_gives_the_mean(tmp_path):
+    model = small_model("relative")
+    first = [w.numpy().copy() for w in model.weights]
+    checkpoint = tf.train.Checkpoint(model=model)
+    path_a = checkpoint.save(str(tmp_path / "ckpt"))
+    for w in model.weights:
+        w.assign(w.numpy() * 3.0 + 1.0)
+    second = [w.numpy().copy() for w in model.weights]
+    path_b = checkpoint.save(str(tmp_path / "ckpt"))
+    for w in model.weights:
+        w.assign(np.zeros(w.shape, w.dtype))
+    averaging.average(model, [path_a, path_b])
+    for w, a, b in zip(model.weights, first, second):
+        np.testing.assert_allclose(w.numpy(), (a + b) / 2, rtol=1e-6, atol=1e-6)
