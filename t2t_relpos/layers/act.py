@@ -3,6 +3,12 @@
 import keras
 from keras import ops
 
+try:  # Keras keeps masks beside tensors that cannot carry attributes (JAX arrays).
+    from keras.src.backend import get_keras_mask as _keras_mask
+except ImportError:  # pragma: no cover
+    def _keras_mask(x):
+        return getattr(x, "_keras_mask", None)
+
 
 @keras.saving.register_keras_serializable(package="t2t_relpos")
 class AdaptiveComputationTime(keras.layers.Layer):
@@ -35,7 +41,7 @@ class AdaptiveComputationTime(keras.layers.Layer):
         states: `[B, L, D]` initial states H^0.
         step_fn: `step_fn(step, states) -> (step_inputs, new_states)`, both `[B, L, D]`; `step` is the 0-based
             Python int step; `step_inputs` is what the halting unit reads (e.g. states + position/step signal).
-        padding_mask: bool `[B, L]`, False at padding (default: all positions are valid).
+        padding_mask: bool `[B, L]`, False at padding (default: the Keras mask of `states`, else none).
 
     Returns:
         dict with `"output"` `[B, L, D]`, and float32 `[B, L]` `"ponder_times"` (N + R), `"n_updates"` (N) and
@@ -47,7 +53,7 @@ class AdaptiveComputationTime(keras.layers.Layer):
     >>> act = AdaptiveComputationTime(max_steps=4)
     >>> dense = keras.layers.Dense(8, activation="tanh")
     >>> result = act(np.random.rand(2, 5, 8).astype("float32"), step_fn=lambda t, h: (h, dense(h)))
-    >>> result["output"].shape, result["ponder_times"].shape
+    >>> tuple(result["output"].shape), tuple(result["ponder_times"].shape)
     ((2, 5, 8), (2, 5))
     """
 
@@ -66,6 +72,7 @@ class AdaptiveComputationTime(keras.layers.Layer):
             1, activation="sigmoid", kernel_initializer=self.kernel_initializer,
             bias_initializer=keras.initializers.Constant(self.halting_bias_init), dtype=self.dtype_policy,
             name="halting_unit")
+        self.supports_masking = True  # The Keras mask of the states is consumed as `padding_mask`.
 
     def build(self, states_shape, padding_mask_shape=None):
         self.halting_unit.build(states_shape)
@@ -75,6 +82,8 @@ class AdaptiveComputationTime(keras.layers.Layer):
         return ops.cast(self.halting_unit(step_inputs)[..., 0], "float32")
 
     def call(self, states, step_fn, padding_mask=None):
+        if padding_mask is None:
+            padding_mask = _keras_mask(states)
         shape = ops.shape(states)
         if padding_mask is None:
             running = ops.ones(shape[:2], "float32")
@@ -103,6 +112,9 @@ class AdaptiveComputationTime(keras.layers.Layer):
             running = continues
         return {"output": ops.cast(output, states.dtype), "ponder_times": n_updates + remainders,
                 "n_updates": n_updates, "remainders": remainders}
+
+    def compute_mask(self, states, mask=None):
+        return None  # The outputs are a dict; padding shows as zero ponder time.
 
     def compute_output_spec(self, states, step_fn=None, padding_mask=None):
         per_position = keras.KerasTensor(tuple(states.shape[:2]), dtype="float32")

@@ -86,6 +86,8 @@ class _UniversalBase(keras.layers.Layer):
         self.block = self.block_class(**block_kwargs, dtype=dtype, name="block")
         self.position_signal = SinusoidalPositionEncoding(dtype=dtype)
         self.step_signal = StepEncoding(dtype=dtype)
+        for signal in (self.position_signal, self.step_signal):
+            signal.supports_masking = True  # They only read the shape of a (possibly masked) state.
         self.input_dropout = keras.layers.Dropout(dropout, dtype=dtype)
         self.act = None
         if recurrence_type == "act":
@@ -171,7 +173,7 @@ class UniversalTransformerEncoder(_UniversalBase):
     ...                                       position_encoding="relative", max_relative_position=4,
     ...                                       recurrence_type="act", act_max_steps=6)
     >>> out, ponder = encoder(np.random.rand(2, 5, 16).astype("float32"), return_ponder_times=True)
-    >>> out.shape, ponder.shape
+    >>> tuple(out.shape), tuple(ponder.shape)
     ((2, 5, 16), (2, 5))
     """
 
@@ -239,7 +241,7 @@ class UniversalTransformerDecoder(_UniversalBase):
     >>> memory = np.random.rand(2, 7, 16).astype("float32")
     >>> cache = decoder.init_cache(memory, max_length=10)
     >>> y, cache = decoder(np.zeros((2, 1, 16), "float32"), None, cache=cache, cache_index=0)
-    >>> y.shape, len(cache["self"])
+    >>> tuple(y.shape), len(cache["self"])
     ((2, 1, 16), 4)
     """
 
@@ -251,6 +253,9 @@ class UniversalTransformerDecoder(_UniversalBase):
 
     def init_cache(self, encoder_output, max_length, encoder_mask=None):
         """`max_length` empty self-attention positions per recurrent step, and the encoder's keys/values."""
+        if not self.built:  # The encoder's keys/values need the cross-attention weights.
+            width = encoder_output.shape[-1]
+            self.build((None, None, width), (None, None, width))
         batch = ops.shape(encoder_output)[0]
         if encoder_mask is None:
             encoder_mask = ops.ones(ops.shape(encoder_output)[:2], "bool")

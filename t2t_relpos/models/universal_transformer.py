@@ -45,7 +45,7 @@ class UniversalTransformer(Transformer):
     ...                              recurrence_type="act", act_max_steps=4, position_encoding="relative")
     >>> features = {"inputs": np.array([[5, 6, 7, 1]]), "targets": np.array([[7, 6, 5, 1]])}
     >>> details = model(features, return_details=True)
-    >>> details["logits"].shape, sorted(details["losses"])
+    >>> tuple(details["logits"].shape), sorted(details["losses"])
     ((1, 4, 12), ['act_loss'])
     >>> model.ponder_times(features["inputs"]).shape
     (1, 4)
