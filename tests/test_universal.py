@@ -82,12 +82,12 @@ def _act_problem(seed=0, batch=2, length=6, depth=4, max_steps=5):
         marker = np.broadcast_to(np.eye(max_steps)[step], x.shape[:2] + (max_steps,))
         return x, np.concatenate([body, marker], axis=-1)
 
-    def keras_step(step, h):
-        x = h + signals[step].astype("float32")
+    def keras_step(step, h):  # `step` may be a Python int or (in the early-exit loop) a tensor.
+        x = h + ops.take(signals.astype("float32"), step, axis=0)
         head = x[..., :depth]
         body = ops.tanh(ops.matmul(head, mixing.astype("float32")) +
                         ops.matmul(ops.mean(head, axis=1, keepdims=True), context.astype("float32")))
-        marker = ops.broadcast_to(np.eye(max_steps, dtype="float32")[step], ops.shape(x)[:2] + (max_steps,))
+        marker = ops.broadcast_to(ops.one_hot(step, max_steps), ops.shape(x)[:2] + (max_steps,))
         return x, ops.concatenate([body, marker], axis=-1)
 
     return states.astype("float32"), mask, numpy_step, keras_step
@@ -146,6 +146,31 @@ def test_halting_probability_near_zero_runs_to_the_maximum_with_its_remainder():
     for step in range(max_steps):  # Every valid position runs every step; padding keeps its state.
         h = np.where(mask[..., None], numpy_step(step, h)[1], h)
     np.testing.assert_allclose(got["output"][mask], h[mask], atol=1e-5)
+
+
+def test_early_exit_at_inference_gives_the_same_results():
+    depth, max_steps = 4, 5
+    states, mask, _, keras_step = _act_problem(depth=depth, max_steps=max_steps)
+    kernel = np.random.default_rng(2).normal(0.0, 2.0, depth + max_steps)
+    act = _act_layer(depth + max_steps, max_steps, kernel, -1.5)
+    fixed = act(states, step_fn=keras_step, padding_mask=mask)
+    early = act(states, step_fn=keras_step, padding_mask=mask, halt_early=True)
+    graph = tf.function(lambda s: act(s, step_fn=keras_step, padding_mask=mask, halt_early=True))(states)
+    for name in fixed:
+        np.testing.assert_allclose(numpy_of(early[name]), numpy_of(fixed[name]), atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(numpy_of(graph[name]), numpy_of(fixed[name]), atol=1e-6, err_msg=name)
+    # When every position halts at its first step, the loop stops after that step.
+    calls = []
+
+    def counted_step(step, h):
+        calls.append(step)
+        return keras_step(step, h)
+
+    quick = _act_layer(depth + max_steps, max_steps, np.zeros(depth + max_steps), 30.0)
+    quick(states, step_fn=counted_step, padding_mask=mask, halt_early=True)
+    assert len(calls) == 1
+    quick(states, step_fn=counted_step, padding_mask=mask)
+    assert len(calls) == 1 + max_steps
 
 
 @pytest.mark.parametrize("bias, steps", [(30.0, 1), (-30.0, 3)])
@@ -320,9 +345,10 @@ def test_act_encoder_compiles_with_xla():
     spread_halting(encoder.act)
     x = np.random.default_rng(0).normal(size=(2, 5, WIDTH)).astype("float32")
     mask = np.array([[1, 1, 1, 0, 0], [1] * 5], bool)
-    run = lambda a, m: encoder(a, padding_mask=m, return_ponder_times=True)
-    eager = run(x, mask)
-    compiled = tf.function(run, jit_compile=True)(x, mask)
+    eager = encoder(x, padding_mask=mask, return_ponder_times=True)  # The unrolled loop.
+    # training=False takes the early-exit while-loop, compiled here by XLA.
+    compiled = tf.function(lambda a, m: encoder(a, padding_mask=m, training=False, return_ponder_times=True),
+                           jit_compile=True)(x, mask)
     for a, b in zip(eager, compiled):
         np.testing.assert_allclose(numpy_of(b), numpy_of(a), atol=1e-5)
 

@@ -26,9 +26,11 @@ class AdaptiveComputationTime(keras.layers.Layer):
     it); padding positions never run: zero weight, zero output, no ponder cost. The ponder time of a position is
     rho = N + R, with N the number of steps it ran.
 
-    The loop is a fixed number (`max_steps`) of masked iterations unrolled in Python: no data-dependent
-    while-loop, so it compiles with XLA, trains under `tf.distribute`, and every step runs the step function on
-    all positions (the Universal Transformer decoder's caches rely on that: see `UniversalTransformerDecoder`).
+    By default the loop is a fixed number (`max_steps`) of masked iterations unrolled in Python: no
+    data-dependent while-loop, so it compiles with XLA, trains under `tf.distribute`, and every step runs the
+    step function on all positions (the Universal Transformer decoder's caches rely on that: see
+    `UniversalTransformerDecoder`). For inference, `halt_early=True` stops once every position has halted
+    (a while-loop bounded by `max_steps`); the results are identical, since later steps change nothing.
 
     Args:
         max_steps: M >= 1, the most steps a position takes; it is forced to halt (with its remainder) at step M.
@@ -42,6 +44,7 @@ class AdaptiveComputationTime(keras.layers.Layer):
         step_fn: `step_fn(step, states) -> (step_inputs, new_states)`, both `[B, L, D]`; `step` is the 0-based
             Python int step; `step_inputs` is what the halting unit reads (e.g. states + position/step signal).
         padding_mask: bool `[B, L]`, False at padding (default: the Keras mask of `states`, else none).
+        halt_early: Stop when all positions have halted (inference only; then `step` is an int32 tensor).
 
     Returns:
         dict with `"output"` `[B, L, D]`, and float32 `[B, L]` `"ponder_times"` (N + R), `"n_updates"` (N) and
@@ -81,7 +84,7 @@ class AdaptiveComputationTime(keras.layers.Layer):
         """p = sigmoid(w . x + b): `[B, L, D]` -> float32 `[B, L]`."""
         return ops.cast(self.halting_unit(step_inputs)[..., 0], "float32")
 
-    def call(self, states, step_fn, padding_mask=None):
+    def call(self, states, step_fn, padding_mask=None, halt_early=False):
         if padding_mask is None:
             padding_mask = _keras_mask(states)
         shape = ops.shape(states)
@@ -89,34 +92,47 @@ class AdaptiveComputationTime(keras.layers.Layer):
             running = ops.ones(shape[:2], "float32")
         else:
             running = ops.cast(padding_mask, "float32")
-        threshold = 1.0 - self.epsilon
-        cumulative = ops.zeros_like(running)
-        n_updates = ops.zeros_like(running)
-        remainders = ops.zeros_like(running)
-        output = ops.zeros(shape, "float32")  # Accumulated in float32 whatever the compute dtype.
-        for step in range(self.max_steps):
-            step_inputs, candidates = step_fn(step, states)
-            p = self.halting_probability(step_inputs)
-            if step == self.max_steps - 1:
-                halts = running  # Forced halt: whoever is still running gets its remainder now.
-            else:
-                halts = running * ops.cast(cumulative + p > threshold, "float32")
-            continues = running - halts
-            remainder = halts * (1.0 - cumulative)
-            weight = continues * p + remainder
-            remainders = remainders + remainder
-            cumulative = cumulative + weight
-            n_updates = n_updates + running
-            states = ops.where(running[..., None] > 0, candidates, states)
-            output = output + weight[..., None] * ops.cast(states, "float32")
-            running = continues
+        zeros = ops.zeros_like(running)
+        # (states, running, cumulative, n_updates, remainders, output); output accumulates in float32.
+        carry = (states, running, zeros, zeros, zeros, ops.zeros(shape, "float32"))
+        if halt_early:
+            def cond(step, *carry):
+                return ops.logical_and(step < self.max_steps, ops.any(carry[1] > 0))
+
+            def body(step, *carry):
+                return (step + 1,) + self._step(step, ops.equal(step, self.max_steps - 1), carry, step_fn)
+
+            carry = ops.while_loop(cond, body, (ops.convert_to_tensor(0, "int32"),) + carry,
+                                   maximum_iterations=self.max_steps)[1:]
+        else:
+            for step in range(self.max_steps):
+                carry = self._step(step, step == self.max_steps - 1, carry, step_fn)
+        states, _, _, n_updates, remainders, output = carry
         return {"output": ops.cast(output, states.dtype), "ponder_times": n_updates + remainders,
                 "n_updates": n_updates, "remainders": remainders}
+
+    def _step(self, step, is_last, carry, step_fn):
+        """One masked ACT step over all positions (see the class docstring)."""
+        states, running, cumulative, n_updates, remainders, output = carry
+        step_inputs, candidates = step_fn(step, states)
+        p = self.halting_probability(step_inputs)
+        over = running * ops.cast(cumulative + p > 1.0 - self.epsilon, "float32")
+        # At the last step whoever is still running is forced to halt, and gets its remainder.
+        if isinstance(is_last, bool):
+            halts = running if is_last else over
+        else:
+            halts = ops.where(is_last, running, over)
+        continues = running - halts
+        remainder = halts * (1.0 - cumulative)
+        weight = continues * p + remainder
+        states = ops.where(running[..., None] > 0, candidates, states)
+        output = output + weight[..., None] * ops.cast(states, "float32")
+        return (states, continues, cumulative + weight, n_updates + running, remainders + remainder, output)
 
     def compute_mask(self, states, mask=None):
         return None  # The outputs are a dict; padding shows as zero ponder time.
 
-    def compute_output_spec(self, states, step_fn=None, padding_mask=None):
+    def compute_output_spec(self, states, step_fn=None, padding_mask=None, halt_early=False):
         per_position = keras.KerasTensor(tuple(states.shape[:2]), dtype="float32")
         return {"output": keras.KerasTensor(tuple(states.shape), dtype=states.dtype),
                 "ponder_times": per_position, "n_updates": per_position, "remainders": per_position}

@@ -117,10 +117,13 @@ class _UniversalBase(keras.layers.Layer):
             h = h + self.position_signal(h, start_index=start_index)
         return h + self.step_signal(h, step=step)
 
-    def _recur(self, x, step_fn, padding_mask):
-        """Runs the recurrence: (output `[B, L, D]`, float32 ponder times `[B, L]`, zero at padding)."""
+    def _recur(self, x, step_fn, padding_mask, halt_early=False):
+        """Runs the recurrence: (output `[B, L, D]`, float32 ponder times `[B, L]`, zero at padding).
+
+        `halt_early` (ACT at inference): stop once every position has halted; the results are the same.
+        """
         if self.act is not None:
-            result = self.act(x, step_fn=step_fn, padding_mask=padding_mask)
+            result = self.act(x, step_fn=step_fn, padding_mask=padding_mask, halt_early=halt_early)
             output, ponder_times = result["output"], result["ponder_times"]
         else:
             for step in range(self.num_rec_steps):
@@ -160,6 +163,7 @@ class UniversalTransformerEncoder(_UniversalBase):
         x: `[B, S, hidden_size]` embedded tokens.
         padding_mask: bool `[B, S]`, False at padding (default: the Keras mask of x). Padding positions are
             masked as keys and, with ACT, never run and cost no ponder time.
+        training: Enables dropout; `training=False` with ACT also stops the loop once all positions halted.
         return_ponder_times: Also return the ponder time of each position.
 
     Returns:
@@ -196,7 +200,7 @@ class UniversalTransformerEncoder(_UniversalBase):
             h = self._signals(h, step, 0)
             return h, self.block(h, padding_mask=padding_mask, training=training)
 
-        output, ponder_times = self._recur(x, step_fn, padding_mask)
+        output, ponder_times = self._recur(x, step_fn, padding_mask, halt_early=training is False)
         return (output, ponder_times) if return_ponder_times else output
 
     def compute_output_spec(self, x, padding_mask=None, training=None, return_ponder_times=False):
@@ -227,6 +231,8 @@ class UniversalTransformerDecoder(_UniversalBase):
             no ponder time (attention is causal, so padding at the end never reaches valid positions).
         cache: from `init_cache`, for incremental decoding; then `cache_index` is the position of y's first
             step and the updated cache is returned too.
+        training: Enables dropout; `training=False` with ACT and no cache also stops the loop once all
+            positions halted.
         return_ponder_times: Also return the ponder time of each position.
 
     Returns:
@@ -285,7 +291,9 @@ class UniversalTransformerDecoder(_UniversalBase):
                                              cross_cache=cross, cache_index=cache_index, training=training)
             return h, out
 
-        output, ponder_times = self._recur(y, step_fn, padding_mask)
+        # Incremental decoding runs every step (later positions need each step's keys and values).
+        halt_early = training is False and cache is None
+        output, ponder_times = self._recur(y, step_fn, padding_mask, halt_early=halt_early)
         results = [output]
         if return_ponder_times:
             results.append(ponder_times)
