@@ -93,6 +93,24 @@ def decode_to_file(translator, sources, path, return_beams=False):
     return best
 
 
+def write_ponder_plot(translator, sources, path, rows=16):
+    """Heatmap of the encoder's ponder time per source token for the first `rows` non-empty sources."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    from t2t_relpos.decoding import ponder_plot  # pylint: disable=import-outside-toplevel
+
+    chosen = [translator.encode(line)[0] for line in sources if line.strip()][:rows]
+    if not chosen:
+        raise errors.DataError("no non-empty source to plot ponder times for")
+    batch = np.zeros((len(chosen), max(len(ids) for ids in chosen)), np.int32)
+    for row, ids in enumerate(chosen):
+        batch[row, :len(ids)] = ids
+    times = np.asarray(translator.model.ponder_times(batch))
+    decode = translator.input_encoder.decode
+    tokens = [[decode([i]) for i in ids[:-1]] + ["<eos>"] for ids in chosen]
+    return ponder_plot.write_ponder_heatmap(tokens, times, path)
+
+
 def interactive(translator, return_beams=False):
     """A read-decode-print loop on the terminal; an empty line or Ctrl-D ends it."""
     print("Type a sentence and press Enter (empty line or Ctrl-D to quit).", file=sys.stderr)
