@@ -34,12 +34,15 @@ def sentences(language_words, count, seed):
 
 
 def pairs(count, seed, other=GERMAN):
-    """(English, other) pairs: random mixtures of aligned words, so there is something to learn."""
+    """(English, other) pairs: one or two aligned sentences and a number, copied (so every pair is distinct
+    and there is something to learn)."""
     rng = random.Random(seed)
     out = []
     for _ in range(count):
         chosen = [rng.randrange(len(ENGLISH)) for _ in range(rng.randint(1, 2))]
-        out.append((" ".join(ENGLISH[i] for i in chosen), " ".join(other[i] for i in chosen)))
+        number = rng.randrange(1000)
+        out.append((" ".join(ENGLISH[i] for i in chosen) + f" {number}",
+                    " ".join(other[i] for i in chosen) + f" {number}"))
     return out
 
 
