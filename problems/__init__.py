@@ -4,3 +4,4 @@
 # package is imported. None of these imports TensorFlow (listing problems stays quick).
 from t2t_relpos.problems import algorithmic  # pylint: disable=unused-import
 from t2t_relpos.problems import translate_local  # pylint: disable=unused-import
+from t2t_relpos.problems import translate_wmt  # pylint: disable=unused-import
