@@ -35,6 +35,7 @@ def test_reserved_ids_and_size(encoder):
     assert (encoder.piece(problem.PAD_ID), encoder.piece(problem.EOS_ID)) == ("<pad>", "</s>")
     assert encoder.piece(sentencepiece_vocab.UNK_ID) == "<unk>"
     assert encoder.piece(3) == "<0x00>"  # Then the 256 byte pieces.
+    assert encoder.encode("") == [] and encoder.encode(" ") != []
     for text in data.HARD_TEXT:
         ids = encoder.encode(text)
         assert all(i >= problem.NUM_RESERVED_IDS and i != sentencepiece_vocab.UNK_ID for i in ids), (text, ids)

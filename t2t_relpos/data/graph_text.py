@@ -58,8 +58,8 @@ class SymbolTokenizer(tf.Module):
 class SentencePieceTokenizer(tf.Module):
     """The graph twin of `SentencePieceEncoder`, with tensorflow-text's SentencePiece op (savable).
 
-    Like the encoder it prepends one space before tokenizing and removes one leading space after
-    detokenizing (see `t2t_relpos.data.sentencepiece_vocab`), so both give the same ids and the same text.
+    Like the encoder it prepends one space to a non-empty text before tokenizing and removes one leading space
+    after detokenizing (see `t2t_relpos.data.sentencepiece_vocab`), so both give the same ids and the same text.
 
     Args:
         model_proto: The serialised SentencePiece model (bytes).
@@ -73,7 +73,9 @@ class SentencePieceTokenizer(tf.Module):
 
     def tokenize(self, texts):
         """strings `[B]` -> int32 RaggedTensor `[B, (n)]` (no EOS); a scalar string gives int32 `[n]`."""
-        return self._tokenizer.tokenize(tf.strings.join([" ", texts]))
+        texts = tf.convert_to_tensor(texts, tf.string)
+        prefixed = tf.where(tf.equal(texts, ""), texts, tf.strings.join([" ", texts]))
+        return self._tokenizer.tokenize(prefixed)
 
     def detokenize(self, ids):
         """int ids `[B, n]` -> strings `[B]`: pieces up to the first EOS, padding skipped."""

@@ -7,9 +7,9 @@ fallback (a character outside the vocabulary becomes its UTF-8 bytes, never UNK)
 
 SentencePiece's own dummy prefix (a space added before the text, removed on decoding) is done here instead:
 tensorflow-text's detokenizer strips every leading space, not just the added one, which would lose a text's
-own leading spaces. Encoders and the graph tokenizer therefore prepend one space to the text and remove one
-leading space from the decoded text; a sentence's first word then shares its pieces with the same word
-inside a sentence.
+own leading spaces. Encoders and the graph tokenizer therefore prepend one space to a non-empty text and
+remove one leading space from the decoded text; a sentence's first word then shares its pieces with the same
+word inside a sentence, and an empty text has no ids.
 
     model = train_sentencepiece(["Größe über alles", "déjà vu"] * 100, vocab_size=300)
     encoder = SentencePieceEncoder(model)
@@ -99,7 +99,7 @@ class SentencePieceEncoder(problem.TextEncoder):
         return self._processor.get_piece_size()
 
     def encode(self, text):
-        return self._processor.encode(" " + text)
+        return self._processor.encode(" " + text if text else text)
 
     def decode(self, ids):
         ids = problem.strip_ids(ids)
