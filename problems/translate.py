@@ -202,6 +202,10 @@ class TranslateProblem(problem.Problem):
         from t2t_relpos.data import shards  # pylint: disable=import-outside-toplevel
 
         tokenizer = self.feature_encoders(data_dir)["inputs"].graph_tokenizer()
+        record = _read_json(self._record_path(data_dir))
+        if record and split not in record["splits"]:
+            raise errors.DataError(f"{self.name}: {data_dir} has no {split} data (its raw data had none when it "
+                                   "was prepared); add it there and run t2t-relpos-datagen again")
         paths = shards.shard_paths(data_dir, self.name, split, self.datagen_hint(data_dir))
         if split == "train":
             records = _training_records(paths, seed, num_shards, shard_index)

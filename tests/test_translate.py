@@ -157,6 +157,8 @@ def test_settings_file_names_files_and_checks_keys(tmp_path):
     problem.generate_data(str(tmp_path / "data"), str(raw))
     assert decoded(problem, "eval", str(tmp_path / "data")) == pairs[50:]
     assert shards.load_manifest(str(tmp_path / "data"), "translate_local", "test") is None  # Test is optional.
+    with pytest.raises(errors.DataError, match="has no test data"):
+        problem.dataset("test", str(tmp_path / "data"))
 
     (raw / "translate_local.json").write_text(json.dumps(dict(settings, vocab_size=500)))
     os.remove(tmp_path / "data" / "translate_local-eval.json")

@@ -1,4 +1,4 @@
-"""Text <-> ids as TensorFlow ops, for models exported with their tokenization inside the graph."""
+"""Text <-> ids as TensorFlow ops: in input pipelines, and in exported models (tokenization inside the graph)."""
 
 import tensorflow as tf
 
