@@ -53,21 +53,35 @@ def settings(multi30k, vocab_size):
     return dict(files, vocab_size=vocab_size)
 
 
-def run_tool(tool, args, log):
-    """Runs a CLI tool (as `python -m`), echoing and returning its output; a failure stops the benchmark."""
+INTERRUPTED = 130  # The tools' status after SIGINT/SIGTERM (the trainer saves a checkpoint first).
+
+
+def run_tool(tool, args, log, retries=2):
+    """Runs a CLI tool (as `python -m`), echoing and returning its output and wall time.
+
+    A run stopped by a signal from outside (status 130) is run again, at most `retries` times: the tools
+    resume (the trainer from the checkpoint it saved), and the restart counts in the wall time. Any other
+    failure stops the benchmark.
+    """
     command = [sys.executable, "-m", TOOLS[tool]] + list(args)
     shown = " ".join([tool] + list(args)).replace(os.getcwd() + os.sep, "")
     print(f"$ {shown}", flush=True)
     log.append(shown)
     began = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2"))
     lines = []
-    for line in process.stdout:
-        lines.append(line.rstrip("\n"))
-        print("    " + line, end="", flush=True)
-    if process.wait() != 0:
-        raise SystemExit(f"{tool} failed with status {process.returncode}")
+    for attempt in range(retries + 1):
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   env=dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2"))
+        for line in process.stdout:
+            lines.append(line.rstrip("\n"))
+            print("    " + line, end="", flush=True)
+        status = process.wait()
+        if status == 0:
+            break
+        if status != INTERRUPTED or attempt == retries:
+            raise SystemExit(f"{tool} failed with status {status}")
+        print(f"    ({tool} was interrupted from outside; running it again to resume)", flush=True)
+        log.append("    (interrupted from outside and resumed by running the same command again)")
     return "\n".join(lines), time.perf_counter() - began
 
 
