@@ -128,15 +128,17 @@ class TranslateProblem(problem.Problem):
         if not data_dir:
             raise errors.DataError(f"{self.name} needs --data_dir: where its shards and vocabulary go")
         record = _read_json(self._record_path(data_dir))
+        settings = self.settings(tmp_dir)
+        chosen = {k: settings[k] for k in SETTINGS}
+        if record and tmp_dir and record["settings"] != chosen:
+            raise errors.DataError(f"{data_dir} was prepared for {self.name} with {record['settings']}, now asked "
+                                   f"for {chosen}; use another --data_dir or delete its {self.name}* files")
         if record and os.path.isfile(self.vocab_path(data_dir)) and all(
                 shards.load_manifest(data_dir, self.name, split) for split in record["splits"]):
             print(f"{self.name}: data already prepared in {data_dir}", file=sys.stderr, flush=True)
             return
-        settings = self.settings(tmp_dir)
-        if record and record["settings"] != {k: settings[k] for k in SETTINGS}:
-            raise errors.DataError(
-                f"{data_dir} was prepared for {self.name} with {record['settings']}, now asked for "
-                f"{ {k: settings[k] for k in SETTINGS} }; use another --data_dir or delete its {self.name}* files")
+        if record:
+            settings.update(record["settings"])
         todo = [s for s in problem.SPLITS if not shards.load_manifest(data_dir, self.name, s)]
         sources = self.raw_sources(tmp_dir, todo, settings)
         splits = sorted(set(record["splits"] if record else ()) | set(sources) |
@@ -144,22 +146,25 @@ class TranslateProblem(problem.Problem):
         if "train" not in splits:
             raise errors.DataError(f"{self.name}: no training data found in {tmp_dir}")
         os.makedirs(data_dir, exist_ok=True)
-        _write_json(self._record_path(data_dir),
-                    {"settings": {k: settings[k] for k in SETTINGS}, "splits": splits})
+        _write_json(self._record_path(data_dir), {"settings": {k: settings[k] for k in SETTINGS}, "splits": splits})
         for split in todo:
             if split in sources:
-                training = split == "train"
-                pairs = sources[split].pairs()
-                if training:  # A pair with an empty side teaches nothing (tensorflow-datasets drops them too).
-                    pairs = (pair for pair in pairs if pair[0].strip() and pair[1].strip())
-                shards.write_split(pairs, data_dir, self.name, split, settings["examples_per_shard"],
-                                   shuffle_seed=settings["seed"] if training else None,
-                                   description=sources[split].description)
+                self._write_split(data_dir, split, sources[split], settings)
         self._generate_vocab(data_dir, settings)
         counts = ", ".join(f"{s} {shards.load_manifest(data_dir, self.name, s)['examples']:,}" for s in splits)
         vocab = self.feature_encoders(data_dir)["inputs"].vocab_size
         print(f"{self.name}: prepared in {data_dir}: {counts} pairs; vocabulary of {vocab} pieces",
               file=sys.stderr, flush=True)
+
+    def _write_split(self, data_dir, split, source, settings):
+        from t2t_relpos.data import shards  # pylint: disable=import-outside-toplevel
+
+        training = split == "train"
+        pairs = source.pairs()
+        if training:  # A pair with an empty side teaches nothing (tensorflow-datasets drops them too).
+            pairs = (pair for pair in pairs if pair[0].strip() and pair[1].strip())
+        shards.write_split(pairs, data_dir, self.name, split, settings["examples_per_shard"],
+                           shuffle_seed=settings["seed"] if training else None, description=source.description)
 
     def _generate_vocab(self, data_dir, settings):
         from t2t_relpos.data import sentencepiece_vocab  # pylint: disable=import-outside-toplevel

@@ -161,9 +161,9 @@ def test_settings_file_names_files_and_checks_keys(tmp_path):
         problem.dataset("test", str(tmp_path / "data"))
 
     (raw / "translate_local.json").write_text(json.dumps(dict(settings, vocab_size=500)))
-    os.remove(tmp_path / "data" / "translate_local-eval.json")
     with pytest.raises(errors.DataError, match="was prepared for translate_local with"):
-        problem.generate_data(str(tmp_path / "data"), str(raw))
+        problem.generate_data(str(tmp_path / "data"), str(raw))  # Even though everything is prepared.
+    problem.generate_data(str(tmp_path / "data"), None)  # Without the raw data: what was prepared stands.
     (raw / "translate_local.json").write_text(json.dumps(dict(settings, vocab_sise=500)))
     with pytest.raises(errors.DataError, match=r"unknown settings \['vocab_sise'\]"):
         problem.generate_data(str(tmp_path / "other"), str(raw))
