@@ -158,9 +158,22 @@ def format_table(results, steps):
     return common.markdown_table(headers, rows)
 
 
+def describe(name, overrides=""):
+    """One line on an hparams set's shape and positions (imports the package, so TensorFlow)."""
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+
+    hp = registry.hparams(name).parse(overrides)
+    positions = (f"relative positions (k = {hp.max_relative_position})" if hp.position_encoding == "relative"
+                 else f"{hp.position_encoding} positions")
+    return (f"`{name}`: {hp.num_encoder_layers}+{hp.num_decoder_layers} layers, d_model {hp.hidden_size}, "
+            f"{hp.num_heads} heads, FFN {hp.filter_size}, {hp.batch_size}-token batches, {positions}")
+
+
 def report(args, results, log, seconds):
     signature = next(iter(results.values()))["bleu"]["13a"][1]
     commands = "\n".join(f"    {line}" for line in log)
+    shown = {k: [os.path.relpath(p) for p in v] if isinstance(v, list) else v
+             for k, v in settings(args.multi30k, args.vocab_size).items()}
     return f"""## Translation: Multi30k English->German, relative vs absolute positions
 
 `{common.command_line()}` — {common.today()}, took {seconds / 60:.0f} min.  
@@ -168,20 +181,25 @@ Machine: {common.machine_description()}.
 
 Multi30k task 1 (raw, cased): 29,000 training pairs, val (1,014) for teacher-forced evaluation, test_2016_flickr
 (1,000) decoded with beam {args.beam_size}, alpha {args.alpha}; a shared SentencePiece vocabulary of {args.vocab_size}
-pieces. Both models: the same hparams except positions, {args.steps} steps, seed 1, trained in {args.rounds}
-alternating chunks. tokens/s counts source + target tokens (no padding), median of the trainer's progress
+pieces. Models: {"; ".join(describe(name, args.hparams) for name in results)}. The same {args.steps} steps
+and seed 1 for each, trained in {args.rounds} alternating chunks. tokens/s counts source + target tokens (no padding), median of the trainer's progress
 lines; the CPU is shared with other jobs, so treat throughput as indicative. BLEU: sacreBLEU on detokenized
 output, `{signature}` (and tok:intl).
 
 {format_table(results, args.steps)}
 
-Commands (run from the repository root; `benchmarks/runs/` holds the work files):
+Commands (run from the repository root; `benchmarks/runs/` holds the work files), with
+`{os.path.relpath(os.path.join(args.work_dir, "raw", "translate_local.json"))}` holding (paths here relative to the
+repository root) `{json.dumps(shown)}`:
 
 {commands}
 
-This is a budget comparison on a CPU, far from convergence and from the paper's WMT setting: it checks that
-the relative model trains and translates through the real tools, and how its throughput compares with the
-absolute one at equal settings (the paper reports 7% fewer steps per second for relative positions on GPUs).
+"train wall s" is the trainers' whole run time (start-up, input pipeline, evaluations and checkpoints
+included). This is a budget comparison on a CPU with one seed, far from convergence and from the paper's WMT
+setting: it shows that the relative model trains and translates through the real tools, what it gains at
+equal steps, and how its throughput compares with the absolute one at equal settings (the paper reports 7%
+fewer steps per second for relative positions on GPUs, at far larger widths where attention's share of the
+work differs).
 """
 
 
