@@ -92,6 +92,41 @@ def test_builds_from_original_archives_in_both_directions(tmp_path, monkeypatch)
     assert read_split(deen, "eval", str(tmp_path / "deen")) == [(t, s) for s, t in text["eval"]]
 
 
+def test_french_adds_the_un_and_giga_fren_archives(tmp_path, monkeypatch):
+    import gzip  # pylint: disable=import-outside-toplevel
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    parts = {"training-parallel-europarl-v7.tgz": "training/europarl-v7.fr-en.{}",
+             "training-parallel-commoncrawl.tgz": "commoncrawl.fr-en.{}",
+             "training-parallel-nc-v9.tgz": "training/news-commentary-v9.fr-en.{}",
+             "training-parallel-un.tgz": "un/undoc.2000.fr-en.{}"}
+    train = []
+    for i, (name, pattern) in enumerate(parts.items()):
+        pairs = data.pairs(10 + i, seed=50 + i, other=data.FRENCH)
+        data.write_tar(raw / name, {pattern.format("fr"): lines(pairs, 1), pattern.format("en"): lines(pairs, 0)})
+        train += pairs
+    giga = data.pairs(20, seed=60, other=data.FRENCH)  # An uncompressed tar of gzipped text, as the original.
+    data.write_tar(raw / "training-giga-fren.tar", {
+        "giga-fren.release2.fixed.fr.gz": gzip.compress(lines(giga, 1)),
+        "giga-fren.release2.fixed.en.gz": gzip.compress(lines(giga, 0))})
+    train += giga
+    dev, test = data.pairs(4, seed=61, other=data.FRENCH), data.pairs(3, seed=62, other=data.FRENCH)
+    data.write_tar(raw / "dev.tgz", {
+        "dev/newstest2013.fr": lines(dev, 1), "dev/newstest2013.en": lines(dev, 0),
+        "dev/newstest2014-fren-src.fr.sgm": data.sgm([t for _, t in test], "fr").encode("utf-8"),
+        "dev/newstest2014-fren-ref.en.sgm": data.sgm([s for s, _ in test], "en").encode("utf-8")})
+    for name in list(parts) + ["training-giga-fren.tar", "dev.tgz"]:
+        content = (raw / name).read_bytes()
+        monkeypatch.setitem(translate_wmt.ARCHIVES, name, archives.Archive(
+            name, translate_wmt.ARCHIVES[name].url, len(content), hashlib.sha256(content).hexdigest()))
+    write_settings(raw, "wmt14_fren")
+    problem = registry.problem("wmt14_fren")
+    problem.generate_data(str(tmp_path / "data"), str(raw))
+    assert shards.load_manifest(str(tmp_path / "data"), "wmt14_fren", "train")["examples"] == len(train)
+    assert read_split(problem, "test", str(tmp_path / "data")) == [(t, s) for s, t in test]
+
+
 def test_wrong_checksum_or_size_is_an_error_naming_the_archive(tmp_path, monkeypatch):
     raw = tmp_path / "raw"
     raw.mkdir()
