@@ -40,6 +40,7 @@ test-all: $(STAMP)
 # The benchmarks of benchmarks/README.md (minutes; results are written into that README).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention.py --write
+	$(BIN)/python benchmarks/train_step.py --shapes=small --write
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) build *.egg-info
