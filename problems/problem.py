@@ -147,11 +147,15 @@ class Problem(abc.ABC):
         shared_vocab: True when inputs and targets use one vocabulary (the model may then tie embeddings).
         eval_metrics: Names of the metrics computed on teacher-forced evaluation.
         decode_metric: The metric of decoded output that judges the model ("accuracy" or "bleu").
+        allow_download: Whether `generate_data` may download raw data that is not in `tmp_dir`.
     """
 
     shared_vocab = False
     eval_metrics = ("accuracy", "accuracy_per_sequence", "neg_log_perplexity")
     decode_metric = "accuracy"
+    # May `generate_data` fetch missing raw data from the internet? Off unless asked for (the tools'
+    # --download flag), so that a machine without the data fails at once instead of retrying downloads.
+    allow_download = False
 
     @property
     def name(self):

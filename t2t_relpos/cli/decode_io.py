@@ -77,7 +77,7 @@ def decode_to_file(translator, sources, path, return_beams=False):
             wanted = [i for i in indices if sources[i].strip()]
             results = dict(zip(wanted, translator.decode_ids([encoded[i] for i in wanted])))
             for i in indices:
-                hypotheses = [(translator.target_encoder.decode(ids), score)
+                hypotheses = [(_one_line(translator.target_encoder.decode(ids)), score)
                               for ids, score in results.get(i, [([], 0.0)])]
                 best.append(hypotheses[0][0])
                 if return_beams:
@@ -91,6 +91,12 @@ def decode_to_file(translator, sources, path, return_beams=False):
         if out is not sys.stdout:
             out.close()
     return best
+
+
+def _one_line(text):
+    """A hypothesis as one line: byte-level vocabularies can emit line breaks (and, with return_beams, tabs),
+    which would shift every later line of the output file."""
+    return text.replace("\r", " ").replace("\n", " ").replace("\t", " ")
 
 
 def write_ponder_plot(translator, sources, path, rows=16):
