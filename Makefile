@@ -41,6 +41,7 @@ test-all: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention.py --write
 	$(BIN)/python benchmarks/decoding.py --write --plot benchmarks/decoding.png
+	$(BIN)/python benchmarks/train_step.py --shapes=small --write
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) build *.egg-info

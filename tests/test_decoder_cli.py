@@ -113,3 +113,22 @@ def test_exported_saved_model_reloads_in_a_fresh_process_and_decodes(run_dir):
                                            extra_length=hparams.extra_length)
     assert exported == translator.translate(texts)
     assert exported[1] == ""
+
+
+def test_ponder_plot_needs_a_universal_transformer(run_dir, tmp_path):
+    result = decode(run_dir, "--decode_from_file=-", f"--decode_ponder_plot={tmp_path / 'p.png'}", stdin="12\n")
+    assert_usage_error(result, "Universal Transformer")
+
+
+def test_ponder_plot_of_decoded_sources(tmp_path):
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.cli import decode_io  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.decoding import translator as translator_lib  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.training import trainer  # pylint: disable=import-outside-toplevel
+
+    problem = registry.problem("algorithmic_reverse_decimal40")
+    model = trainer.build_model(registry.hparams("adaptive_universal_transformer_tiny_rel"), problem)
+    translator = translator_lib.Translator(model, problem, beam_size=1)
+    path = decode_io.write_ponder_plot(translator, ["0123", "", "98765"], str(tmp_path / "ponder.png"))
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"

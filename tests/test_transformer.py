@@ -154,7 +154,8 @@ def test_encoder_alone_is_a_building_block():
     assert tuple(out.shape) == (2, 3)
 
 
-@pytest.mark.parametrize("name", ["transformer_tiny", "transformer_tiny_rel"])
+@pytest.mark.parametrize("name", ["transformer_tiny", "transformer_tiny_rel", "universal_transformer_tiny",
+                                  "adaptive_universal_transformer_tiny_rel"])
 def test_checkpoints_hold_every_weight(tmp_path, name):
     """tf.train.Checkpoint follows attributes, not Keras's layer lists: every weight must still be saved."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel

@@ -46,6 +46,11 @@ def define_run_flags():
     define_usr_dir_flag()
 
 
+def define_download_flag():
+    flags.DEFINE_boolean("download", False, "Let data preparation download raw data missing from --tmp_dir "
+                         "(e.g. WMT14 through tensorflow-datasets). Off by default: missing data is an error at once.")
+
+
 def import_tensorflow():
     """Imports TensorFlow without the C++ start-up chatter it prints before logging is configured."""
     if "tensorflow" in sys.modules:

@@ -1,9 +1,11 @@
 """t2t-relpos-datagen: prepare a problem's data (vocabulary, TFRecord shards) in --data_dir.
 
-  t2t-relpos-datagen --problem=wmt14_ende --data_dir=~/t2t_data --tmp_dir=~/t2t_tmp
+  t2t-relpos-datagen --problem=wmt14_ende --data_dir=~/t2t_data --tmp_dir=~/t2t_tmp [--download]
+  t2t-relpos-datagen --problem=translate_local --data_dir=~/my_data --tmp_dir=~/my_corpus
 
-Idempotent: finished files are kept, an interrupted run resumes. Problems generated on the fly (the
-algorithmic tasks) need no preparation.
+Idempotent: finished files are kept, an interrupted run resumes. Raw data is read from --tmp_dir (the
+problem's docstring lists the files); with --download, what is missing there may be downloaded. Problems
+generated on the fly (the algorithmic tasks) need no preparation.
 """
 
 from absl import flags
@@ -17,6 +19,7 @@ def define_flags():
     flags.DEFINE_string("problem", None, "Registered problem name.")
     flags.DEFINE_string("data_dir", None, "Where prepared data goes.")
     flags.DEFINE_string("tmp_dir", None, "Where raw downloads or manually placed source files are.")
+    common.define_download_flag()
     common.define_usr_dir_flag()
 
 
@@ -30,6 +33,7 @@ def main(argv):  # pylint: disable=unused-argument
     if not FLAGS.problem:
         raise errors.T2TRelposError("--problem is required")
     problem = registry.problem(FLAGS.problem)
+    problem.allow_download = FLAGS.download
     problem.generate_data(FLAGS.data_dir, FLAGS.tmp_dir)
     return 0
 

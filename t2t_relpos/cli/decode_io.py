@@ -77,7 +77,7 @@ def decode_to_file(translator, sources, path, return_beams=False):
             wanted = [i for i in indices if sources[i].strip()]
             results = dict(zip(wanted, translator.decode_ids([encoded[i] for i in wanted])))
             for i in indices:
-                hypotheses = [(translator.target_encoder.decode(ids), score)
+                hypotheses = [(_one_line(translator.target_encoder.decode(ids)), score)
                               for ids, score in results.get(i, [([], 0.0)])]
                 best.append(hypotheses[0][0])
                 if return_beams:
@@ -91,6 +91,30 @@ def decode_to_file(translator, sources, path, return_beams=False):
         if out is not sys.stdout:
             out.close()
     return best
+
+
+def _one_line(text):
+    """A hypothesis as one line: byte-level vocabularies can emit line breaks (and, with return_beams, tabs),
+    which would shift every later line of the output file."""
+    return text.replace("\r", " ").replace("\n", " ").replace("\t", " ")
+
+
+def write_ponder_plot(translator, sources, path, rows=16):
+    """Heatmap of the encoder's ponder time per source token for the first `rows` non-empty sources."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    from t2t_relpos.decoding import ponder_plot  # pylint: disable=import-outside-toplevel
+
+    chosen = [translator.encode(line)[0] for line in sources if line.strip()][:rows]
+    if not chosen:
+        raise errors.DataError("no non-empty source to plot ponder times for")
+    batch = np.zeros((len(chosen), max(len(ids) for ids in chosen)), np.int32)
+    for row, ids in enumerate(chosen):
+        batch[row, :len(ids)] = ids
+    times = np.asarray(translator.model.ponder_times(batch))
+    decode = translator.input_encoder.decode
+    tokens = [[decode([i]) for i in ids[:-1]] + ["<eos>"] for ids in chosen]
+    return ponder_plot.write_ponder_heatmap(tokens, times, path)
 
 
 def interactive(translator, return_beams=False):

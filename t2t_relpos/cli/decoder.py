@@ -37,6 +37,8 @@ def define_flags():
     flags.DEFINE_enum("decode_split", None, ["eval", "test"], "Decode the problem's own split and score it.")
     flags.DEFINE_boolean("decode_interactive", False, "Type sentences, get translations.")
     flags.DEFINE_boolean("jit_compile", False, "Compile the search with XLA.")
+    flags.DEFINE_string("decode_ponder_plot", None, "Adaptive Universal Transformer: write a PNG heatmap of the "
+                        "ponder time of each source position for the first 16 decoded sources.")
     common.define_usr_dir_flag()
 
 
@@ -87,7 +89,13 @@ def main(argv):  # pylint: disable=unused-argument
         if references is not None and len(references) != len(sources):
             raise errors.DataError(f"--decode_reference has {len(references)} lines but the source has "
                                    f"{len(sources)}")
+    if FLAGS.decode_ponder_plot and not hasattr(model, "ponder_times"):
+        raise errors.T2TRelposError(f"--decode_ponder_plot needs a Universal Transformer; this run's model is "
+                                    f"{type(model).__name__}")
     hypotheses = decode_io.decode_to_file(translator, sources, FLAGS.decode_to_file, settings.return_beams)
+    if FLAGS.decode_ponder_plot:
+        path = decode_io.write_ponder_plot(translator, sources, FLAGS.decode_ponder_plot)
+        print(f"Wrote the ponder-time heatmap to {path}", file=sys.stderr, flush=True)
     if references is not None:
         from t2t_relpos.decoding import scoring
 

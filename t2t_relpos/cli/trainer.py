@@ -42,6 +42,7 @@ def define_flags():
                       "Compute in 16-bit floats with float32 weights.")
     flags.DEFINE_boolean("jit_compile", False, "Compile the training step with XLA.")
     flags.DEFINE_boolean("generate_data", False, "Prepare the problem's data (as t2t-relpos-datagen) first.")
+    common.define_download_flag()
     flags.DEFINE_boolean("export", False, "After training, write a SavedModel that maps text to text (tokenization "
                          "in the graph, the set's beam_size/alpha/extra_length) to <output_dir>/export/<step>.")
 
@@ -72,6 +73,7 @@ def main(argv):  # pylint: disable=unused-argument
     problem = registry.problem(problem_name)
     registry.model(model_name)  # Fails early, with close matches, on an unknown name.
     if FLAGS.generate_data:
+        problem.allow_download = FLAGS.download
         problem.generate_data(FLAGS.data_dir, FLAGS.tmp_dir)
     mixed_precision = None if FLAGS.mixed_precision == "none" else FLAGS.mixed_precision
     train_steps = hparams.train_steps if FLAGS.train_steps is None else FLAGS.train_steps

@@ -1,4 +1,4 @@
-"""Text <-> ids as TensorFlow ops, for models exported with their tokenization inside the graph."""
+"""Text <-> ids as TensorFlow ops: in input pipelines, and in exported models (tokenization inside the graph)."""
 
 import tensorflow as tf
 
@@ -53,3 +53,34 @@ class SymbolTokenizer(tf.Module):
             return tf.strings.reduce_join(pieces, axis=1)
         ragged = tf.ragged.boolean_mask(pieces, keep)
         return tf.strings.reduce_join(ragged, axis=1, separator=" ")
+
+
+class SentencePieceTokenizer(tf.Module):
+    """The graph twin of `SentencePieceEncoder`, with tensorflow-text's SentencePiece op (savable).
+
+    Like the encoder it prepends one space to a non-empty text before tokenizing and removes one leading space
+    after detokenizing (see `t2t_relpos.data.sentencepiece_vocab`), so both give the same ids and the same text.
+
+    Args:
+        model_proto: The serialised SentencePiece model (bytes).
+    """
+
+    def __init__(self, model_proto, name=None):
+        super().__init__(name=name)
+        import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel  # Only for this vocabulary.
+
+        self._tokenizer = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
+
+    def tokenize(self, texts):
+        """strings `[B]` -> int32 RaggedTensor `[B, (n)]` (no EOS); a scalar string gives int32 `[n]`."""
+        texts = tf.convert_to_tensor(texts, tf.string)
+        prefixed = tf.where(tf.equal(texts, ""), texts, tf.strings.join([" ", texts]))
+        return self._tokenizer.tokenize(prefixed)
+
+    def detokenize(self, ids):
+        """int ids `[B, n]` -> strings `[B]`: pieces up to the first EOS, padding skipped."""
+        ids = tf.cast(ids, tf.int32)
+        before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=1), 0)
+        keep = tf.logical_and(before_eos, tf.not_equal(ids, PAD_ID))
+        texts = self._tokenizer.detokenize(tf.ragged.boolean_mask(ids, keep))
+        return tf.strings.regex_replace(texts, "^ ", "")

@@ -57,7 +57,7 @@ class ServingModule(tf.Module):
         else:
             out, scores = search.greedy(self.model, inputs, max_length)
         # An empty (or all-whitespace) text translates to an empty text.
-        empty = tf.equal(ids.row_lengths(), 0)
+        empty = tf.logical_or(tf.equal(ids.row_lengths(), 0), tf.equal(tf.strings.strip(texts), ""))
         outputs = tf.where(empty, "", self.target_tokenizer.detokenize(out))
         return {"outputs": outputs, "scores": tf.where(empty, 0.0, scores)}
 

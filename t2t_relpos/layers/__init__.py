@@ -1,15 +1,21 @@
 """Keras 3 layers, written with keras.ops (TensorFlow, JAX and PyTorch backends)."""
 
+from t2t_relpos.layers.act import AdaptiveComputationTime, ponder_cost
 from t2t_relpos.layers.embedding import TokenEmbedding
 from t2t_relpos.layers.position import SinusoidalPositionEncoding, StepEncoding, timing_signal
 from t2t_relpos.layers.relative_attention import RelationAwareMultiHeadAttention
 from t2t_relpos.layers.transformer_block import (FeedForward, TransformerDecoderBlock,
                                                  TransformerEncoderBlock)
 from t2t_relpos.layers.transformer_stack import TransformerDecoder, TransformerEncoder
+from t2t_relpos.layers.transition import SeparableConvTransition
+from t2t_relpos.layers.universal import UniversalTransformerDecoder, UniversalTransformerEncoder
+from t2t_relpos.layers.universal_block import UniversalDecoderBlock, UniversalEncoderBlock
 
 __all__ = [
+    "AdaptiveComputationTime",
     "FeedForward",
     "RelationAwareMultiHeadAttention",
+    "SeparableConvTransition",
     "SinusoidalPositionEncoding",
     "StepEncoding",
     "TokenEmbedding",
@@ -17,5 +23,10 @@ __all__ = [
     "TransformerDecoderBlock",
     "TransformerEncoder",
     "TransformerEncoderBlock",
+    "UniversalDecoderBlock",
+    "UniversalEncoderBlock",
+    "UniversalTransformerDecoder",
+    "UniversalTransformerEncoder",
+    "ponder_cost",
     "timing_signal",
 ]

@@ -1,0 +1,258 @@
+"""The shared base of the translation problems: sentence pairs -> TFRecord shards + one SentencePiece vocabulary.
+
+A subclass says where its raw sentence pairs are (`raw_sources`); the base prepares and reads the data:
+
+- `generate_data(data_dir, tmp_dir)` (what `t2t-relpos-datagen` runs) writes, in `data_dir`, the text shards of
+  each split (`<name>-train-00000.tfrecord`, ..., the train split shuffled; see `t2t_relpos.data.shards`) and
+  then one vocabulary shared by source and target, `<name>.sentencepiece.model`, trained on a sample of the
+  training pairs (deterministic for the seed). It is idempotent: a finished split or vocabulary is kept, an
+  interrupted run resumes.
+- `_dataset` reads the shards and maps text to ids inside the tf.data graph with tensorflow-text's
+  SentencePiece op (the same op an exported model uses), appending EOS.
+
+Ids: 0 = PAD, 1 = EOS, 2 = UNK (rare: byte fallback spells unknown characters in bytes), no BOS.
+
+Settings (class attributes, overridable per run in an optional `<tmp_dir>/<name>.json`, e.g.
+`{"vocab_size": 8000}`): `vocab_size` (pieces, 32000), `vocab_sample_pairs` (training pairs sampled for the
+vocabulary, both sides used), `examples_per_shard` (training pairs per shard) and `seed`. They are recorded
+in `<data_dir>/<name>.datagen.json`; resuming with different ones is an error.
+"""
+
+import abc
+import dataclasses
+import json
+import os
+import sys
+
+from t2t_relpos import errors
+from t2t_relpos.problems import problem
+
+SETTINGS = ("vocab_size", "vocab_sample_pairs", "examples_per_shard", "seed")
+
+
+@dataclasses.dataclass(frozen=True)
+class RawSource:
+    """Where one split's raw sentence pairs come from.
+
+    Attributes:
+        description: For messages and the shard manifest, e.g. "train.de-en.en + train.de-en.de".
+        pairs: A callable returning an iterator of (source, target) str, the same sequence on every call.
+    """
+
+    description: str
+    pairs: object
+
+
+class TranslateProblem(problem.Problem):
+    """Base of the translation problems. Subclasses implement `raw_sources`.
+
+    Attributes:
+        source_language, target_language: Language codes, for messages and documentation.
+        required_splits: Splits whose raw data must exist (others are prepared when present).
+    """
+
+    shared_vocab = True
+    eval_metrics = ("accuracy", "neg_log_perplexity")
+    decode_metric = "bleu"
+    source_language = "en"
+    target_language = "de"
+    required_splits = problem.SPLITS
+
+    vocab_size = 32000
+    vocab_sample_pairs = 500_000
+    examples_per_shard = 100_000
+    seed = 1
+
+    @abc.abstractmethod
+    def raw_sources(self, tmp_dir, splits, settings):
+        """Finds the raw data of `splits`, quickly (no reading of whole corpora, no download unless allowed).
+
+        Args:
+            tmp_dir: The raw-data directory (--tmp_dir); may be None.
+            splits: The splits wanted.
+            settings: The run's settings (`settings(tmp_dir)`).
+
+        Returns:
+            {split: RawSource} for every wanted split that has data.
+
+        Raises:
+            DataError: listing every missing file, where to put it and how else to get it, when a split of
+                `required_splits` among `splits` has no data.
+        """
+
+    # -- settings ----------------------------------------------------------------------------------------
+    def settings_path(self, tmp_dir):
+        return os.path.join(tmp_dir, f"{self.name}.json") if tmp_dir else None
+
+    def extra_setting_names(self):
+        """Names a subclass accepts in its settings file besides `SETTINGS`."""
+        return ()
+
+    def settings(self, tmp_dir):
+        """The class's settings, overridden by `<tmp_dir>/<name>.json` where that file exists."""
+        values = {name: getattr(self, name) for name in SETTINGS}
+        path = self.settings_path(tmp_dir)
+        if path and os.path.isfile(path):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    given = json.load(f)
+            except (OSError, ValueError) as e:
+                raise errors.DataError(f"{path}: not a JSON object of settings ({e})") from None
+            known = SETTINGS + tuple(self.extra_setting_names())
+            if not isinstance(given, dict) or set(given) - set(known):
+                unknown = sorted(set(given) - set(known)) if isinstance(given, dict) else given
+                raise errors.DataError(f"{path}: unknown settings {unknown}; known: {', '.join(known)}")
+            for name in SETTINGS:
+                lowest = 0 if name == "seed" else 1
+                if name in given and (not isinstance(given[name], int) or isinstance(given[name], bool)
+                                      or given[name] < lowest):
+                    raise errors.DataError(f"{path}: {name} must be an integer >= {lowest}, got {given[name]!r}")
+            values.update(given)
+        return values
+
+    # -- files in data_dir -------------------------------------------------------------------------------
+    def vocab_path(self, data_dir):
+        return os.path.join(data_dir, f"{self.name}.sentencepiece.model")
+
+    def _record_path(self, data_dir):
+        return os.path.join(data_dir, f"{self.name}.datagen.json")
+
+    def datagen_hint(self, data_dir=None):
+        return (f"run t2t-relpos-datagen --problem={self.name} --data_dir={data_dir or '...'} --tmp_dir=... first "
+                "(or give the trainer --generate_data)")
+
+    # -- preparation -------------------------------------------------------------------------------------
+    def generate_data(self, data_dir, tmp_dir):
+        from t2t_relpos.data import shards  # pylint: disable=import-outside-toplevel  # Imports TensorFlow.
+
+        if not data_dir:
+            raise errors.DataError(f"{self.name} needs --data_dir: where its shards and vocabulary go")
+        record = _read_json(self._record_path(data_dir))
+        settings = self.settings(tmp_dir)
+        chosen = {k: settings[k] for k in SETTINGS}
+        if record and tmp_dir and record["settings"] != chosen:
+            raise errors.DataError(f"{data_dir} was prepared for {self.name} with {record['settings']}, now asked "
+                                   f"for {chosen}; use another --data_dir or delete its {self.name}* files")
+        if record and os.path.isfile(self.vocab_path(data_dir)) and all(
+                shards.load_manifest(data_dir, self.name, split) for split in record["splits"]):
+            print(f"{self.name}: data already prepared in {data_dir}", file=sys.stderr, flush=True)
+            return
+        if record:
+            settings.update(record["settings"])
+        todo = [s for s in problem.SPLITS if not shards.load_manifest(data_dir, self.name, s)]
+        sources = self.raw_sources(tmp_dir, todo, settings)
+        splits = sorted(set(record["splits"] if record else ()) | set(sources) |
+                        {s for s in problem.SPLITS if s not in todo}, key=problem.SPLITS.index)
+        if "train" not in splits:
+            raise errors.DataError(f"{self.name}: no training data found in {tmp_dir}")
+        os.makedirs(data_dir, exist_ok=True)
+        _write_json(self._record_path(data_dir), {"settings": {k: settings[k] for k in SETTINGS}, "splits": splits})
+        for split in todo:
+            if split in sources:
+                self._write_split(data_dir, split, sources[split], settings)
+        self._generate_vocab(data_dir, settings)
+        counts = ", ".join(f"{s} {shards.load_manifest(data_dir, self.name, s)['examples']:,}" for s in splits)
+        vocab = self.feature_encoders(data_dir)["inputs"].vocab_size
+        print(f"{self.name}: prepared in {data_dir}: {counts} pairs; vocabulary of {vocab} pieces",
+              file=sys.stderr, flush=True)
+
+    def _write_split(self, data_dir, split, source, settings):
+        from t2t_relpos.data import shards  # pylint: disable=import-outside-toplevel
+
+        training = split == "train"
+        pairs = source.pairs()
+        if training:  # A pair with an empty side teaches nothing (tensorflow-datasets drops them too).
+            pairs = (pair for pair in pairs if pair[0].strip() and pair[1].strip())
+        shards.write_split(pairs, data_dir, self.name, split, settings["examples_per_shard"],
+                           shuffle_seed=settings["seed"] if training else None, description=source.description)
+
+    def _generate_vocab(self, data_dir, settings):
+        from t2t_relpos.data import sentencepiece_vocab  # pylint: disable=import-outside-toplevel
+        from t2t_relpos.data import shards  # pylint: disable=import-outside-toplevel
+
+        path = self.vocab_path(data_dir)
+        if os.path.isfile(path):
+            return
+        manifest = shards.load_manifest(data_dir, self.name, "train")
+        pairs = shards.sample_pairs(data_dir, manifest, settings["vocab_sample_pairs"])
+        print(f"{self.name}: training a vocabulary of {settings['vocab_size']} pieces on {len(pairs):,} pairs",
+              file=sys.stderr, flush=True)
+        sentences = [text for pair in pairs for text in pair]
+        try:
+            model = sentencepiece_vocab.train_sentencepiece(sentences, settings["vocab_size"], seed=settings["seed"])
+        except ValueError as e:
+            raise errors.DataError(f"{self.name}: {e} (set vocab_size in <tmp_dir>/{self.name}.json)") from None
+        with open(path + ".incomplete", "wb") as f:
+            f.write(model)
+        os.replace(path + ".incomplete", path)
+
+    # -- reading -----------------------------------------------------------------------------------------
+    def feature_encoders(self, data_dir=None):
+        from t2t_relpos.data import sentencepiece_vocab  # pylint: disable=import-outside-toplevel
+
+        if not data_dir:
+            raise errors.DataError(f"{self.name} needs --data_dir (where t2t-relpos-datagen put its vocabulary)")
+        path = self.vocab_path(data_dir)
+        cache = self.__dict__.setdefault("_encoders", {})
+        if path not in cache:
+            if not os.path.isfile(path):
+                raise errors.DataError(f"{self.name}: no vocabulary {path}; {self.datagen_hint(data_dir)}")
+            cache[path] = sentencepiece_vocab.SentencePieceEncoder.from_file(path)
+        encoder = cache[path]
+        return {"inputs": encoder, "targets": encoder}
+
+    def _dataset(self, split, data_dir, seed, num_shards, shard_index):
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel  # Listing problems must not load TF.
+
+        from t2t_relpos.data import shards  # pylint: disable=import-outside-toplevel
+
+        tokenizer = self.feature_encoders(data_dir)["inputs"].graph_tokenizer()
+        record = _read_json(self._record_path(data_dir))
+        if record and split not in record["splits"]:
+            raise errors.DataError(f"{self.name}: {data_dir} has no {split} data (its raw data had none when it "
+                                   "was prepared); add it there and run t2t-relpos-datagen again")
+        paths = shards.shard_paths(data_dir, self.name, split, self.datagen_hint(data_dir))
+        if split == "train":
+            records = _training_records(paths, seed, num_shards, shard_index)
+        else:
+            records = tf.data.TFRecordDataset(paths).shard(num_shards, shard_index)
+        eos = tf.constant([problem.EOS_ID], tf.int32)
+
+        def encode(pair):
+            return {key: tf.concat([tokenizer.tokenize(pair[key]), eos], axis=0) for key in ("inputs", "targets")}
+
+        return shards.parse_pairs(records).map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def _training_records(paths, seed, num_shards, shard_index, cycle_length=16):
+    """Training records, forever: shard files in a seeded random order each epoch, several read at a time.
+
+    Each worker reads its own files when there are enough of them, else every worker reads all files in the
+    same order and keeps its share of the records.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    files = tf.data.Dataset.from_tensor_slices(paths)
+    by_file = len(paths) >= num_shards
+    if by_file:
+        files = files.shard(num_shards, shard_index)
+    elif seed is None:
+        seed = 0  # Workers sharing files must see them in the same order.
+    files = files.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True).repeat()
+    records = files.interleave(tf.data.TFRecordDataset, cycle_length=min(len(paths), cycle_length),
+                               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return records if by_file else records.shard(num_shards, shard_index)
+
+
+def _read_json(path):
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _write_json(path, value):
+    with open(path + ".incomplete", "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    os.replace(path + ".incomplete", path)

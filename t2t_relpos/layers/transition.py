@@ -1,0 +1,134 @@
+"""The depthwise-separable convolution transition of the Universal Transformer (the alternative to the FFN)."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="t2t_relpos")
+class SeparableConvTransition(keras.layers.Layer):
+    """`sepconv(hidden -> filter, relu) -> dropout -> sepconv(filter -> hidden)` along the positions.
+
+    Each separable convolution is a depthwise convolution of width `kernel_size` (one filter per channel, no
+    bias) followed by a pointwise `Dense`. `causal=True` lets a position see itself and the `kernel_size - 1`
+    positions before it (decoder); otherwise the window is centred (encoder). Padding positions are zeroed
+    before each convolution, so their contents never reach valid positions.
+
+    Incremental decoding (causal only): `init_cache` gives one buffer per convolution holding its inputs so
+    far; passing it with `cache_index` computes the new positions exactly as the full pass does.
+
+    Args:
+        hidden_size: Input and output depth.
+        filter_size: Depth between the two convolutions.
+        kernel_size: Convolution width.
+        causal: Causal (left) windows instead of centred ones.
+        relu_dropout: Dropout rate after the ReLU.
+        kernel_initializer: Initializer of the pointwise kernels (depthwise kernels use fan-in variance
+            scaling, so each window sum keeps unit variance).
+
+    Call arguments:
+        x: `[B, T, hidden_size]`.
+        padding_mask: bool `[B, T]`, False at padding.
+        cache: dict `{"inner": [B, S + kernel_size - 1, hidden_size], "outer": [B, S + kernel_size - 1,
+            filter_size]}` from `init_cache`.
+        cache_index: int scalar, the position of x's first step (with `cache`).
+
+    Returns:
+        `[B, T, hidden_size]`, and the updated cache when one was passed.
+
+    Example:
+
+    >>> import numpy as np
+    >>> transition = SeparableConvTransition(hidden_size=16, filter_size=32, causal=True)
+    >>> transition(np.random.rand(2, 5, 16).astype("float32")).shape
+    (2, 5, 16)
+    """
+
+    def __init__(self, hidden_size, filter_size, kernel_size=3, causal=False, relu_dropout=0.0,
+                 kernel_initializer="glorot_uniform", **kwargs):
+        super().__init__(**kwargs)
+        if kernel_size < 1:
+            raise ValueError(f"kernel_size must be >= 1, got {kernel_size}")
+        self.hidden_size = hidden_size
+        self.filter_size = filter_size
+        self.kernel_size = kernel_size
+        self.causal = causal
+        self.relu_dropout = relu_dropout
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        common = {"kernel_initializer": self.kernel_initializer, "dtype": self.dtype_policy}
+        self.inner = keras.layers.Dense(filter_size, activation="relu", name="inner_pointwise", **common)
+        self.outer = keras.layers.Dense(hidden_size, name="outer_pointwise", **common)
+        self.dropout = keras.layers.Dropout(relu_dropout, dtype=self.dtype_policy)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        depthwise = keras.initializers.VarianceScaling(scale=1.0, mode="fan_in", distribution="uniform")
+        self.inner_depthwise = self.add_weight(name="inner_depthwise", shape=(self.kernel_size, self.hidden_size),
+                                               initializer=depthwise)
+        self.outer_depthwise = self.add_weight(name="outer_depthwise", shape=(self.kernel_size, self.filter_size),
+                                               initializer=depthwise)
+        self.inner.build(tuple(input_shape[:-1]) + (self.hidden_size,))
+        self.outer.build(tuple(input_shape[:-1]) + (self.filter_size,))
+        self.dropout.build(None)
+
+    def init_cache(self, batch_size, max_length, dtype=None):
+        """Zero input buffers for `max_length` positions (plus the `kernel_size - 1` before the first)."""
+        if not self.causal:
+            raise ValueError("only a causal SeparableConvTransition decodes incrementally")
+        dtype = dtype or self.compute_dtype
+        length = max_length + self.kernel_size - 1
+        return {"inner": ops.zeros((batch_size, length, self.hidden_size), dtype),
+                "outer": ops.zeros((batch_size, length, self.filter_size), dtype)}
+
+    def _windows(self, x, buffer, cache_index):
+        """x with the context its windows need: `[B, T + kernel_size - 1, C]` (and the updated buffer)."""
+        before = self.kernel_size - 1
+        if buffer is not None:
+            # Position p lives at p + before in the buffer; the windows of x start kernel_size - 1 earlier.
+            buffer = ops.slice_update(buffer, [0, cache_index + before, 0], ops.cast(x, buffer.dtype))
+            shape = ops.shape(x)
+            return ops.slice(buffer, [0, cache_index, 0], (shape[0], shape[1] + before, shape[2])), buffer
+        if not self.causal:
+            before = (self.kernel_size - 1) // 2
+        return ops.pad(x, [[0, 0], [before, self.kernel_size - 1 - before], [0, 0]]), None
+
+    def _depthwise(self, padded, kernel):
+        """Valid depthwise convolution: `[B, T + k - 1, C]` -> `[B, T, C]` (k static, so static slices)."""
+        k = self.kernel_size
+        kernel = ops.cast(kernel, padded.dtype)
+        out = 0
+        for j in range(k):
+            stop = j - (k - 1)
+            out = out + padded[:, j:stop if stop else None] * kernel[j]
+        return out
+
+    def call(self, x, padding_mask=None, cache=None, cache_index=None, training=None):
+        if cache is not None and (not self.causal or cache_index is None):
+            raise ValueError("a transition cache needs causal=True and cache_index")
+        keep = None if padding_mask is None else ops.cast(padding_mask, x.dtype)[..., None]
+        if keep is not None:
+            x = x * keep
+        padded, inner_buffer = self._windows(x, None if cache is None else cache["inner"], cache_index)
+        h = self.inner(self._depthwise(padded, self.inner_depthwise))
+        h = self.dropout(h, training=training)
+        if keep is not None:
+            h = h * keep
+        padded, outer_buffer = self._windows(h, None if cache is None else cache["outer"], cache_index)
+        y = self.outer(self._depthwise(padded, self.outer_depthwise))
+        if cache is None:
+            return y
+        return y, {"inner": inner_buffer, "outer": outer_buffer}
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.hidden_size,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "hidden_size": self.hidden_size,
+            "filter_size": self.filter_size,
+            "kernel_size": self.kernel_size,
+            "causal": self.causal,
+            "relu_dropout": self.relu_dropout,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+        })
+        return config

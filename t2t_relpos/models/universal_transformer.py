@@ -1,0 +1,124 @@
+"""The Universal Transformer (Dehghani et al. 2018), with fixed steps or Adaptive Computation Time."""
+
+import keras
+from keras import ops
+
+from t2t_relpos import registry
+from t2t_relpos.layers.act import ponder_cost
+from t2t_relpos.layers.universal import UniversalTransformerDecoder, UniversalTransformerEncoder
+from t2t_relpos.models.transformer import ARCHITECTURE_HPARAMS, PAD_ID, Transformer, shift_right
+
+# Hyperparameters (names as in `hparams/defaults.py`) of the recurrence, on top of the Transformer's.
+RECURRENCE_HPARAMS = (
+    "num_rec_steps", "recurrence_type", "transition_type", "act_max_steps", "act_epsilon",
+    "act_halting_bias_init", "act_loss_weight",
+)
+
+
+@registry.register_model("universal_transformer")
+@keras.saving.register_keras_serializable(package="t2t_relpos")
+class UniversalTransformer(Transformer):
+    """Encoder-decoder Universal Transformer: one encoder block and one decoder block, each shared over steps.
+
+    Everything else (embeddings, softmax, the `encode` / `decode` / `init_cache` / `decode_step` contract used
+    by training and decoding) is the `Transformer`'s. `num_encoder_layers` and `num_decoder_layers` are
+    accepted for a common configuration but unused: depth is `num_rec_steps` ("basic") or at most
+    `act_max_steps` ("act"). Positions may be sinusoidal, relative (relation-aware recurrent self-attention),
+    both, or none.
+
+    With `recurrence_type="act"`, `call(..., return_details=True)` returns the ponder loss
+    `act_loss_weight * (encoder ponder cost + decoder ponder cost)` in `"losses"` (each cost the mean N + R
+    over non-padding positions), the mean ponder times in `"summaries"`, and the per-position ponder times
+    in `"ponder_times"` (`{"encoder": [B, S], "decoder": [B, T]}`, any recurrence type).
+
+    Args:
+        input_vocab_size, target_vocab_size: Vocabulary sizes.
+        num_rec_steps, recurrence_type, transition_type, act_max_steps, act_epsilon, act_halting_bias_init:
+            see `UniversalTransformerEncoder`.
+        act_loss_weight: Weight of the ponder cost in the training loss (0.01 in tensor2tensor).
+        **kwargs: The `Transformer`'s arguments.
+
+    Example:
+
+    >>> import numpy as np
+    >>> model = UniversalTransformer(12, 12, hidden_size=16, filter_size=32, num_heads=2, num_rec_steps=3,
+    ...                              recurrence_type="act", act_max_steps=4, position_encoding="relative")
+    >>> features = {"inputs": np.array([[5, 6, 7, 1]]), "targets": np.array([[7, 6, 5, 1]])}
+    >>> details = model(features, return_details=True)
+    >>> tuple(details["logits"].shape), sorted(details["losses"])
+    ((1, 4, 12), ['act_loss'])
+    >>> model.ponder_times(features["inputs"]).shape
+    (1, 4)
+    """
+
+    def __init__(self, input_vocab_size, target_vocab_size, num_rec_steps=6, recurrence_type="basic",
+                 transition_type="ffn", act_max_steps=12, act_epsilon=0.01, act_halting_bias_init=1.0,
+                 act_loss_weight=0.01, **kwargs):
+        # Set before the Transformer's __init__, which calls make_encoder / make_decoder.
+        self.recurrence = {
+            "num_rec_steps": num_rec_steps, "recurrence_type": recurrence_type,
+            "transition_type": transition_type, "act_max_steps": act_max_steps, "act_epsilon": act_epsilon,
+            "act_halting_bias_init": act_halting_bias_init,
+        }
+        self.act_loss_weight = act_loss_weight
+        super().__init__(input_vocab_size, target_vocab_size, **kwargs)
+
+    @classmethod
+    def hparams_names(cls):
+        return ARCHITECTURE_HPARAMS + RECURRENCE_HPARAMS
+
+    # -- construction ------------------------------------------------------------------------------------
+    def make_encoder(self, num_layers, stack_kwargs):
+        del num_layers  # Depth is the number of recurrent steps.
+        return UniversalTransformerEncoder(**self.recurrence, **stack_kwargs, name="encoder")
+
+    def make_decoder(self, num_layers, stack_kwargs):
+        del num_layers
+        return UniversalTransformerDecoder(**self.recurrence, **stack_kwargs, name="decoder")
+
+    @property
+    def adaptive(self):
+        return self.recurrence["recurrence_type"] == "act"
+
+    # -- the forward pass --------------------------------------------------------------------------------
+    def encode_with_ponder_times(self, inputs, training=None):
+        """`[B, S]` ids -> (encoder output `[B, S, D]`, bool mask `[B, S]`, float32 ponder times `[B, S]`)."""
+        mask = ops.not_equal(inputs, PAD_ID)
+        output, ponder_times = self.encoder(self.input_embedding(inputs), padding_mask=mask, training=training,
+                                            return_ponder_times=True)
+        return output, mask, ponder_times
+
+    def ponder_times(self, inputs):
+        """Ponder time N + R of every source position (0 at padding): `[B, S]` ids -> float32 `[B, S]`.
+
+        With "basic" recurrence every position takes `num_rec_steps`.
+        """
+        return self.encode_with_ponder_times(inputs, training=False)[2]
+
+    def call(self, features, training=None, return_details=False):
+        targets = features["targets"]
+        encoder_output, encoder_mask, encoder_ponder = self.encode_with_ponder_times(features["inputs"],
+                                                                                     training=training)
+        # Decoder position i predicts targets[i], so the target mask says which positions are padding.
+        target_mask = ops.not_equal(targets, PAD_ID)
+        y, decoder_ponder = self.decoder(self.target_embedding(shift_right(targets)), encoder_output,
+                                         encoder_mask=encoder_mask, padding_mask=target_mask, training=training,
+                                         return_ponder_times=True)
+        logits = self.logits(y)
+        if not return_details:
+            return logits
+        details = {"logits": logits, "losses": {}, "summaries": {},
+                   "ponder_times": {"encoder": encoder_ponder, "decoder": decoder_ponder}}
+        if self.adaptive:
+            encoder_cost = ponder_cost(encoder_ponder, encoder_mask)
+            decoder_cost = ponder_cost(decoder_ponder, target_mask)
+            details["losses"]["act_loss"] = self.act_loss_weight * (encoder_cost + decoder_cost)
+            details["summaries"]["encoder_ponder_time"] = encoder_cost
+            details["summaries"]["decoder_ponder_time"] = decoder_cost
+        return details
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(self.recurrence)
+        config["act_loss_weight"] = self.act_loss_weight
+        return config

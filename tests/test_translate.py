@@ -1,0 +1,206 @@
+"""Translation data preparation and reading on `translate_local`: files and settings, shards, resume, batches."""
+
+import json
+import os
+
+import pytest
+
+from t2t_relpos import errors
+from t2t_relpos import registry
+from t2t_relpos.data import shards
+from t2t_relpos.problems import problem as problem_lib
+
+import translation_data as data
+
+SETTINGS = {"vocab_size": 400, "examples_per_shard": 40}
+
+
+def make_raw(directory, train_pairs=150, settings=SETTINGS):
+    """translate_local's default layout: train.src + train.tgt.gz, dev.tsv, test.src + test.tgt."""
+    train = data.pairs(train_pairs, seed=1)
+    data.write_lines(directory / "train.src", [s for s, _ in train])
+    data.write_lines(directory / "train.tgt.gz", [t for _, t in train])
+    dev = data.pairs(12, seed=2) + [("  odd  spacing ", "Größe „über“  alles ")]
+    data.write_lines(directory / "dev.tsv", [f"{s}\t{t}" for s, t in dev])
+    test = data.pairs(10, seed=3) + [("a\ttab", " déjà\u00a0vu, cœur ")]
+    data.write_lines(directory / "test.src", [s for s, _ in test])
+    data.write_lines(directory / "test.tgt", [t for _, t in test])
+    (directory / "translate_local.json").write_text(json.dumps(settings))
+    return {"train": train, "eval": dev, "test": test}
+
+
+def decoded(problem, split, data_dir, count=None):
+    encoder = problem.feature_encoders(data_dir)["inputs"]
+    examples = problem.dataset(split, data_dir, seed=3)
+    out = []
+    for example in examples.take(-1 if count is None else count).as_numpy_iterator():
+        for key in ("inputs", "targets"):
+            assert example[key][-1] == problem_lib.EOS_ID and problem_lib.EOS_ID not in example[key][:-1]
+        out.append((encoder.decode(example["inputs"]), encoder.decode(example["targets"])))
+    return out
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    raw, data_dir = tmp_path_factory.mktemp("raw"), tmp_path_factory.mktemp("data")
+    text = make_raw(raw)
+    problem = registry.problem("translate_local")
+    problem.generate_data(str(data_dir), str(raw))
+    return problem, str(data_dir), str(raw), text
+
+
+def test_local_files_become_shards_and_read_back_exactly(prepared):
+    problem, data_dir, _, text = prepared
+    manifest = shards.load_manifest(data_dir, "translate_local", "train")
+    assert manifest["examples"] == 150 and [s["examples"] for s in manifest["shards"]] == [40, 40, 40, 30]
+    assert os.path.isfile(os.path.join(data_dir, "translate_local.sentencepiece.model"))
+    source_vocab, target_vocab = problem.vocab_sizes(data_dir)
+    assert source_vocab == target_vocab and 259 < source_vocab <= 400  # At most vocab_size on a tiny corpus.
+    # Eval and test come back in file order, text exactly as written (odd spacing included).
+    assert decoded(problem, "eval", data_dir) == text["eval"]
+    assert decoded(problem, "test", data_dir) == text["test"]
+    # Train repeats forever, shuffled, drawing only training pairs.
+    drawn = decoded(problem, "train", data_dir, count=400)
+    assert set(drawn) <= set(text["train"]) and len(set(drawn)) == len(set(text["train"]))
+    assert drawn[:150] != text["train"]
+
+
+def test_workers_read_distinct_examples(prepared):
+    problem, data_dir, _, text = prepared
+
+    def inputs(split, index, count=-1):
+        examples = problem.dataset(split, data_dir, seed=1, num_shards=2, shard_index=index).take(count)
+        return [tuple(e["inputs"]) for e in examples.as_numpy_iterator()]
+
+    evaluated = [inputs("eval", i) for i in range(2)]
+    assert len(evaluated[0]) + len(evaluated[1]) == len(text["eval"])
+    assert not set(evaluated[0]) & set(evaluated[1])
+    trained = [set(inputs("train", i, 300)) for i in range(2)]  # Four shards: two files each.
+    assert sorted(map(len, trained)) == [70, 80] and not trained[0] & trained[1]  # Shards of 40, 40, 40, 30.
+
+
+def test_pipeline_batches_shards_under_the_token_budget(prepared):
+    from t2t_relpos.data import pipeline  # pylint: disable=import-outside-toplevel
+
+    problem, data_dir, _, _ = prepared
+    hparams = registry.hparams("transformer_tiny_rel").parse("batch_size=96,max_length=48")
+    shapes = set()
+    for batch in pipeline.input_dataset(problem, hparams, "train", data_dir, seed=1).take(30):
+        rows, length = batch["inputs"].shape[0], max(batch["inputs"].shape[1], batch["targets"].shape[1])
+        assert rows * length <= 96 or rows == 1
+        assert length <= 48
+        shapes.add(rows)
+    assert len(shapes) > 1  # Short sentences come in more rows than long ones.
+    evaluated = sum(int(b["inputs"].shape[0]) for b in pipeline.input_dataset(problem, hparams, "eval", data_dir))
+    assert evaluated == 13
+
+
+def test_second_run_does_nothing(prepared, capsys):
+    problem, data_dir, raw, _ = prepared
+    before = {n: os.stat(os.path.join(data_dir, n)).st_mtime_ns for n in os.listdir(data_dir)}
+    problem.generate_data(data_dir, raw)
+    assert "already prepared" in capsys.readouterr().err
+    assert before == {n: os.stat(os.path.join(data_dir, n)).st_mtime_ns for n in os.listdir(data_dir)}
+
+
+def test_interrupted_datagen_resumes_and_never_uses_a_partial_shard(tmp_path, monkeypatch):
+    raw, data_dir, fresh_dir = tmp_path / "raw", tmp_path / "data", tmp_path / "fresh"
+    make_raw(raw)
+    write_shard = shards._write_shard  # pylint: disable=protected-access
+    written = []
+
+    def crash_on_third(path, pairs):
+        if len(written) == 2:  # Dies half-way through the third shard, as a killed process would.
+            with open(path + ".incomplete", "wb") as f:
+                f.write(b"half a shard")
+            raise KeyboardInterrupt
+        written.append(path)
+        write_shard(path, pairs)
+
+    monkeypatch.setattr(shards, "_write_shard", crash_on_third)
+    problem = registry.problem("translate_local")
+    with pytest.raises(KeyboardInterrupt):
+        problem.generate_data(str(data_dir), str(raw))
+    assert sorted(os.listdir(data_dir)) == ["translate_local-train-00000.tfrecord",
+                                            "translate_local-train-00001.tfrecord",
+                                            "translate_local-train-00002.tfrecord.incomplete",
+                                            "translate_local.datagen.json"]
+    with pytest.raises(errors.DataError, match="no vocabulary"):
+        problem.dataset("train", str(data_dir))
+    with pytest.raises(errors.DataError, match="no prepared train data.*t2t-relpos-datagen --problem=translate_local"):
+        shards.shard_paths(str(data_dir), "translate_local", "train", problem.datagen_hint(str(data_dir)))
+
+    monkeypatch.setattr(shards, "_write_shard", write_shard)
+    stats = {n: os.stat(data_dir / n) for n in written}
+    registry.problem("translate_local").generate_data(str(data_dir), str(raw))
+    for name, stat in stats.items():  # Finished shards were kept, not rewritten.
+        assert os.stat(data_dir / name).st_mtime_ns == stat.st_mtime_ns
+    assert not [n for n in os.listdir(data_dir) if n.endswith(".incomplete")]
+
+    registry.problem("translate_local").generate_data(str(fresh_dir), str(raw))
+    resumed, fresh = sorted(os.listdir(data_dir)), sorted(os.listdir(fresh_dir))
+    assert resumed == fresh
+    for name in fresh:
+        if not name.endswith(".json"):
+            assert (data_dir / name).read_bytes() == (fresh_dir / name).read_bytes(), name
+
+
+def test_settings_file_names_files_and_checks_keys(tmp_path):
+    raw = tmp_path / "raw"
+    pairs = data.pairs(60, seed=4, other=data.FRENCH)
+    data.write_lines(raw / "corpus" / "en.txt.gz", [s for s, _ in pairs[:50]])
+    data.write_lines(raw / "corpus" / "fr.txt", [t for _, t in pairs[:50]])
+    data.write_lines(raw / "valid.tsv", [f"{s}\t{t}" for s, t in pairs[50:]])
+    settings = {"train": ["corpus/en.txt.gz", "corpus/fr.txt"], "dev": "valid.tsv", "vocab_size": 400}
+    (raw / "translate_local.json").write_text(json.dumps(settings))
+    problem = registry.problem("translate_local")
+    problem.generate_data(str(tmp_path / "data"), str(raw))
+    assert decoded(problem, "eval", str(tmp_path / "data")) == pairs[50:]
+    assert shards.load_manifest(str(tmp_path / "data"), "translate_local", "test") is None  # Test is optional.
+    with pytest.raises(errors.DataError, match="has no test data"):
+        problem.dataset("test", str(tmp_path / "data"))
+
+    (raw / "translate_local.json").write_text(json.dumps(dict(settings, vocab_size=500)))
+    with pytest.raises(errors.DataError, match="was prepared for translate_local with"):
+        problem.generate_data(str(tmp_path / "data"), str(raw))  # Even though everything is prepared.
+    problem.generate_data(str(tmp_path / "data"), None)  # Without the raw data: what was prepared stands.
+    (raw / "translate_local.json").write_text(json.dumps(dict(settings, vocab_sise=500)))
+    with pytest.raises(errors.DataError, match=r"unknown settings \['vocab_sise'\]"):
+        problem.generate_data(str(tmp_path / "other"), str(raw))
+    (raw / "translate_local.json").write_text(json.dumps(dict(settings, dev=["valid.tsv", "absent.txt"])))
+    with pytest.raises(errors.DataError, match="absent.txt"):
+        problem.generate_data(str(tmp_path / "other"), str(raw))
+
+
+@pytest.mark.parametrize("files, fragment", [
+    ({}, "no train or dev data"),
+    ({"train.src": ["a"], "dev.tsv": ["a\tb"]}, r"train.tgt \(or .gz\) is missing"),
+    ({"train.src": ["a", "b"], "train.tgt": ["x"], "dev.tsv": ["a\tb"]}, "ends after 1 lines"),
+    ({"train.tsv": ["a\tb", "no tab here"], "dev.tsv": ["a\tb"]}, "line 2 has 0 tabs"),
+    ({"train.tsv": ["a\tb"], "train.src": ["a"], "train.tgt": ["b"], "dev.tsv": ["a\tb"]}, "keep one form"),
+])
+def test_bad_or_missing_local_data_is_a_clear_error(tmp_path, files, fragment):
+    for name, lines in files.items():
+        data.write_lines(tmp_path / "raw" / name, lines)
+    os.makedirs(tmp_path / "raw", exist_ok=True)
+    with pytest.raises(errors.DataError, match=fragment) as error:
+        registry.problem("translate_local").generate_data(str(tmp_path / "data"), str(tmp_path / "raw"))
+    if not files:
+        assert "train.src + train.tgt" in str(error.value) and "translate_local.json" in str(error.value)
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    raw = tmp_path / "raw"
+    data.write_lines(raw / "dev.tsv", ["a\tb"])
+    data.write_lines(raw / "train.src", ["fine", "also fine"])
+    (raw / "train.tgt").write_bytes(b"gut\n\xff\xfekaputt\n")
+    with pytest.raises(errors.DataError, match=r"train.tgt: line 2 is not valid UTF-8"):
+        registry.problem("translate_local").generate_data(str(tmp_path / "data"), str(raw))
+
+
+def test_unprepared_data_dir_says_how_to_prepare(tmp_path):
+    problem = registry.problem("translate_local")
+    with pytest.raises(errors.DataError, match="t2t-relpos-datagen --problem=translate_local"):
+        problem.vocab_sizes(str(tmp_path))
+    with pytest.raises(errors.DataError, match="needs --data_dir"):
+        problem.vocab_sizes(None)

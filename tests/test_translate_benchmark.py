@@ -1,0 +1,50 @@
+"""benchmarks/translate_small.py without training: it skips cleanly without data, configures translate_local
+correctly, and reads the tools' output."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+from t2t_relpos import registry
+
+import translation_data as data
+
+_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "translate_small.py")
+_SPEC = importlib.util.spec_from_file_location("benchmark_translate_small", _PATH)
+bench = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(bench)
+
+
+def test_skips_cleanly_without_the_data(tmp_path):
+    result = subprocess.run([sys.executable, _PATH, f"--multi30k={tmp_path}", f"--work_dir={tmp_path / 'w'}"],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "skipped" in result.stdout and "train.en.gz" in result.stdout
+    assert not os.path.exists(tmp_path / "w")
+
+
+def test_settings_name_the_multi30k_files_for_translate_local(tmp_path):
+    for stem in ("train", "val", "test_2016_flickr"):
+        pairs = data.pairs(5, seed=len(stem))
+        data.write_lines(tmp_path / f"{stem}.en.gz", [s for s, _ in pairs])
+        data.write_lines(tmp_path / f"{stem}.de.gz", [t for _, t in pairs])
+    assert bench.missing_files(str(tmp_path)) == []
+    settings = bench.settings(str(tmp_path), 4000)
+    assert settings["vocab_size"] == 4000 and settings["dev"][1].endswith("val.de.gz")
+    problem = registry.problem("translate_local")
+    sources = problem.raw_sources(str(tmp_path), ("train", "eval", "test"), dict(settings, seed=1))
+    assert sorted(sources) == ["eval", "test", "train"]
+    assert next(iter(sources["test"].pairs())) == data.pairs(5, seed=len("test_2016_flickr"))[0]
+
+
+def test_reads_throughput_evaluation_and_bleu():
+    trainer = ("step 50/100  loss 5.1  accuracy 0.2  lr 0.001  tok/s 1.2e+04\n"
+               "eval accuracy 0.3  loss 4.0\nstep 100/100  loss 4.1  accuracy 0.3  lr 0.001  tok/s 9876\n"
+               "Final evaluation: accuracy 0.3500  loss 3.9000  neg_log_perplexity -4.1000\n")
+    assert bench.tokens_per_second(trainer) == [12000.0, 9876.0]
+    assert bench.final_eval(trainer) == {"accuracy": 0.35, "loss": 3.9, "neg_log_perplexity": -4.1}
+    decoder = ("decoded 10/10 lines\nBLEU = 12.34  (nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0)\n"
+               "BLEU = 12.50  (nrefs:1|case:mixed|eff:no|tok:intl|smooth:exp|version:2.6.0)\n")
+    scores = bench.bleu_scores(decoder)
+    assert scores["13a"][0] == 12.34 and scores["intl"][0] == 12.5 and "tok:intl" in scores["intl"][1]
