@@ -40,6 +40,8 @@ test-all: $(STAMP)
 # The benchmarks of benchmarks/README.md (minutes; results are written into that README).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/attention.py --write
+	$(BIN)/python benchmarks/decoding.py --write --plot benchmarks/decoding.png
+	$(BIN)/python benchmarks/train_step.py --shapes=small --write
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) build *.egg-info

@@ -212,8 +212,7 @@ class Problem(abc.ABC):
         if not 0 <= shard_index < num_shards:
             raise ValueError(f"need 0 <= shard_index < num_shards, got shard {shard_index} of {num_shards}")
         examples = self._dataset(split, data_dir, None if seed is None else int(seed), num_shards, shard_index)
-        _check_element_spec(examples, type(self).__name__)
-        return examples
+        return _check_element_spec(examples, type(self).__name__)
 
     @abc.abstractmethod
     def _dataset(self, split, data_dir, seed, num_shards, shard_index):
@@ -221,12 +220,20 @@ class Problem(abc.ABC):
 
 
 def _check_element_spec(examples, owner):
-    """Fails early, naming the problem, if a subclass yields something the pipeline cannot batch."""
+    """Fails early, naming the problem, if a subclass yields something the pipeline cannot batch.
+
+    Integer ids of another dtype (e.g. int64 from numpy) are cast to int32.
+    """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel  # Listing problems must not load TF.
+
+    from t2t_relpos import errors  # pylint: disable=import-outside-toplevel
 
     spec = examples.element_spec
     ok = isinstance(spec, dict) and {"inputs", "targets"} <= set(spec) and all(
-        isinstance(s, tf.TensorSpec) and s.dtype == tf.int32 and s.shape.rank == 1 for s in spec.values())
+        isinstance(s, tf.TensorSpec) and s.dtype.is_integer and s.shape.rank == 1 for s in spec.values())
     if not ok:
-        raise TypeError(f"{owner}._dataset must yield dicts with 'inputs' and 'targets' as int32 [None] "
-                        f"tensors, got {spec}")
+        raise errors.DataError(f"{owner}._dataset must yield dicts with 'inputs' and 'targets' as integer "
+                               f"[None] tensors, got {spec}")
+    if any(s.dtype != tf.int32 for s in spec.values()):
+        examples = examples.map(lambda example: {k: tf.cast(v, tf.int32) for k, v in example.items()})
+    return examples

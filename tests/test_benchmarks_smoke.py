@@ -59,3 +59,45 @@ def test_replace_section_replaces_in_place_and_appends(tmp_path):
     common.replace_section("b", "second", path=str(path))
     assert path.read_text() == ("# Title\n\n<!-- BEGIN a -->\nnew\n<!-- END a -->\n\nafter\n\n"
                                 "<!-- BEGIN b -->\nsecond\n<!-- END b -->\n")
+
+
+_DECODING_PATH = os.path.join(os.path.dirname(_PATH), "decoding.py")
+_DECODING_SPEC = importlib.util.spec_from_file_location("benchmark_decoding", _DECODING_PATH)
+decoding = importlib.util.module_from_spec(_DECODING_SPEC)
+_DECODING_SPEC.loader.exec_module(decoding)
+
+
+def test_decoding_measure_tiny_length_cached_equals_uncached(tmp_path):
+    # measure() itself raises if greedy cached, uncached and search.greedy_full_prefix disagree.
+    result = decoding.measure("rel64", lengths=(4,), paths=("cached", "uncached"), reps=1, min_sample_s=0.0)
+    assert set(result) == {"model", "description", "parameters", "times", "cpu_times", "agreement"}
+    assert result["parameters"] > 0
+    assert set(result["times"]) == {4} and set(result["times"][4]) == set(decoding.SEARCHES)
+    for search_name, by_path in result["times"][4].items():
+        assert set(by_path) == {"cached", "uncached"}, search_name
+        assert all(seconds > 0 for seconds in by_path.values()), search_name
+    assert result["agreement"][4] == {"greedy": 1.0, "beam": 1.0}
+    table = decoding.format_table({"rel64": result}).splitlines()
+    assert len(table) == 2 + len(decoding.SEARCHES)
+    assert all(line.count("|") == 13 for line in table)
+    assert "not measured" in decoding.verdict({"rel64": result})  # No run at TARGET_LENGTH tokens.
+    decoding.plot({"rel64": result}, str(tmp_path / "decoding.png"))
+    assert os.listdir(tmp_path) == ["decoding.png"]
+
+
+def test_decoding_output_check_catches_disagreement_and_early_stops():
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    ids = np.full((2, 3), 5)
+    assert decoding._check_outputs(  # pylint: disable=protected-access
+        {"greedy": {"cached": ids, "uncached": ids}, "beam": {"cached": ids[:, None], "uncached": ids[:, None]}},
+        3) == {"greedy": 1.0, "beam": 1.0}
+    other = ids.copy()
+    other[0, 2] = 6
+    with pytest.raises(AssertionError, match="greedy paths disagree"):
+        decoding._check_outputs({"greedy": {"cached": ids, "uncached": other}}, 3)  # pylint: disable=protected-access
+    assert decoding._check_outputs(  # pylint: disable=protected-access
+        {"beam": {"cached": ids, "uncached": other}}, 3) == {"beam": 5 / 6}
+    other[1, 1] = decoding.EOS_ID
+    with pytest.raises(AssertionError, match="not 3 real tokens"):
+        decoding._check_outputs({"greedy": {"cached": ids, "uncached": other}}, 3)  # pylint: disable=protected-access

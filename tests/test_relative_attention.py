@@ -118,6 +118,27 @@ def test_custom_gradients_equal_autodiff_of_the_materialized_form(k, shared):
         np.testing.assert_allclose(got.numpy(), want.numpy(), atol=2e-5, rtol=1e-4, err_msg=name)
 
 
+@pytest.mark.parametrize("lean_above", [0, 10 ** 9])
+def test_backward_gather_choice_at_run_time_keeps_gradients(monkeypatch, lean_above):
+    """With unknown shapes the backward pass picks its gather at run time; both choices are exact."""
+    from t2t_relpos.layers import relative_ops  # pylint: disable=import-outside-toplevel
+
+    monkeypatch.setattr(relative_ops, "LEAN_GATHER_ELEMENTS", lean_above)
+    x = tf.constant(random_inputs())
+    layer = make_layer(max_relative_position=2)
+    layer(x)
+
+    def gradients(inputs):
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            loss = tf.reduce_sum(layer(inputs, use_causal_mask=True) ** 2)
+        return tape.gradient(loss, [inputs] + [w.value for w in layer.trainable_weights])
+
+    dynamic = tf.function(gradients, input_signature=[tf.TensorSpec([None, None, D])])
+    for got, want in zip(dynamic(x), gradients(x)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("position_kwargs", [{"max_relative_position": 2},
                                              {"max_relative_position": 0},
                                              {"max_relative_position": None}])

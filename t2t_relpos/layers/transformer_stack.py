@@ -12,6 +12,21 @@ from t2t_relpos.layers.transformer_block import TransformerDecoderBlock, Transfo
 POSITION_ENCODINGS = ("sinusoid", "relative", "both", "none")
 
 
+def block_arguments(position_encoding, kernel_initializer, **kwargs):
+    """A stack's arguments for its blocks: (their serialisable form for `get_config`, the form to build with).
+
+    Blocks get relation tables only when `position_encoding` is "relative" or "both".
+    """
+    if position_encoding not in POSITION_ENCODINGS:
+        raise ValueError(f"position_encoding must be one of {POSITION_ENCODINGS}, got {position_encoding!r}")
+    config = {**kwargs,
+              "kernel_initializer": keras.initializers.serialize(keras.initializers.get(kernel_initializer))}
+    built = dict(config)
+    if position_encoding not in ("relative", "both"):
+        built["max_relative_position"] = None
+    return config, built
+
+
 class _StackBase(keras.layers.Layer):
     """Block arguments (see `TransformerEncoderBlock`) plus `num_layers` and `position_encoding`.
 
@@ -28,30 +43,15 @@ class _StackBase(keras.layers.Layer):
                  attention_dropout=0.0, relu_dropout=0.0, norm_position="post", norm_epsilon=1e-6,
                  kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        if position_encoding not in POSITION_ENCODINGS:
-            raise ValueError(f"position_encoding must be one of {POSITION_ENCODINGS}, got {position_encoding!r}")
         self.num_layers = num_layers
         self.position_encoding = position_encoding
-        self.block_kwargs = {
-            "hidden_size": hidden_size,
-            "num_heads": num_heads,
-            "filter_size": filter_size,
-            "key_dim": key_dim,
-            "value_dim": value_dim,
-            "max_relative_position": max_relative_position,
-            "use_relative_keys": use_relative_keys,
-            "use_relative_values": use_relative_values,
-            "heads_share_relative_embeddings": heads_share_relative_embeddings,
-            "dropout": dropout,
-            "attention_dropout": attention_dropout,
-            "relu_dropout": relu_dropout,
-            "norm_position": norm_position,
-            "norm_epsilon": norm_epsilon,
-            "kernel_initializer": keras.initializers.serialize(keras.initializers.get(kernel_initializer)),
-        }
-        block_kwargs = dict(self.block_kwargs)
-        if position_encoding not in ("relative", "both"):
-            block_kwargs["max_relative_position"] = None
+        self.block_kwargs, block_kwargs = block_arguments(
+            position_encoding, hidden_size=hidden_size, num_heads=num_heads, filter_size=filter_size,
+            key_dim=key_dim, value_dim=value_dim, max_relative_position=max_relative_position,
+            use_relative_keys=use_relative_keys, use_relative_values=use_relative_values,
+            heads_share_relative_embeddings=heads_share_relative_embeddings, dropout=dropout,
+            attention_dropout=attention_dropout, relu_dropout=relu_dropout, norm_position=norm_position,
+            norm_epsilon=norm_epsilon, kernel_initializer=kernel_initializer)
         self.blocks = [self.block_class(**block_kwargs, dtype=self.dtype_policy, name=f"layer_{i}")
                        for i in range(num_layers)]
         for block in self.blocks:  # tf.train.Checkpoint does not look inside Keras's tracked lists.

@@ -17,7 +17,7 @@ from keras import ops
 
 from t2t_relpos.layers.act import AdaptiveComputationTime
 from t2t_relpos.layers.position import SinusoidalPositionEncoding, StepEncoding
-from t2t_relpos.layers.transformer_stack import POSITION_ENCODINGS
+from t2t_relpos.layers.transformer_stack import block_arguments
 from t2t_relpos.layers.universal_block import TRANSITION_TYPES, UniversalDecoderBlock, UniversalEncoderBlock
 
 RECURRENCE_TYPES = ("basic", "act")
@@ -47,8 +47,6 @@ class _UniversalBase(keras.layers.Layer):
                  kernel_initializer="glorot_uniform", transition_type="ffn", recurrence_type="basic",
                  act_max_steps=12, act_epsilon=0.01, act_halting_bias_init=1.0, **kwargs):
         super().__init__(**kwargs)
-        if position_encoding not in POSITION_ENCODINGS:
-            raise ValueError(f"position_encoding must be one of {POSITION_ENCODINGS}, got {position_encoding!r}")
         if transition_type not in TRANSITION_TYPES:
             raise ValueError(f"transition_type must be one of {TRANSITION_TYPES}, got {transition_type!r}")
         if recurrence_type not in RECURRENCE_TYPES:
@@ -61,27 +59,13 @@ class _UniversalBase(keras.layers.Layer):
         self.act_max_steps = act_max_steps
         self.act_epsilon = act_epsilon
         self.act_halting_bias_init = act_halting_bias_init
-        self.block_kwargs = {
-            "hidden_size": hidden_size,
-            "num_heads": num_heads,
-            "filter_size": filter_size,
-            "key_dim": key_dim,
-            "value_dim": value_dim,
-            "max_relative_position": max_relative_position,
-            "use_relative_keys": use_relative_keys,
-            "use_relative_values": use_relative_values,
-            "heads_share_relative_embeddings": heads_share_relative_embeddings,
-            "dropout": dropout,
-            "attention_dropout": attention_dropout,
-            "relu_dropout": relu_dropout,
-            "norm_position": norm_position,
-            "norm_epsilon": norm_epsilon,
-            "kernel_initializer": keras.initializers.serialize(keras.initializers.get(kernel_initializer)),
-            "transition_type": transition_type,
-        }
-        block_kwargs = dict(self.block_kwargs)
-        if position_encoding not in ("relative", "both"):
-            block_kwargs["max_relative_position"] = None
+        self.block_kwargs, block_kwargs = block_arguments(
+            position_encoding, hidden_size=hidden_size, num_heads=num_heads, filter_size=filter_size,
+            key_dim=key_dim, value_dim=value_dim, max_relative_position=max_relative_position,
+            use_relative_keys=use_relative_keys, use_relative_values=use_relative_values,
+            heads_share_relative_embeddings=heads_share_relative_embeddings, dropout=dropout,
+            attention_dropout=attention_dropout, relu_dropout=relu_dropout, norm_position=norm_position,
+            norm_epsilon=norm_epsilon, kernel_initializer=kernel_initializer, transition_type=transition_type)
         dtype = self.dtype_policy
         self.block = self.block_class(**block_kwargs, dtype=dtype, name="block")
         self.position_signal = SinusoidalPositionEncoding(dtype=dtype)

@@ -1,0 +1,111 @@
+"""Length generalisation, the Universal Transformer paper's protocol (its Table 4), through the real CLIs.
+
+    .venv/bin/python benchmarks/length_generalisation.py [--tasks identity,reverse,addition]
+        [--models transformer,transformer_rel,...] [--train_steps 3000] [--num_samples 200] [--write]
+
+Each (task, model) pair trains with `t2t-relpos-trainer` on decimal strings of length <= 40
+(`algorithmic_<task>_decimal40`) for the same number of steps, then `t2t-relpos-decoder --decode_split=eval`
+greedily decodes the first `--num_samples` evaluation strings (lengths 1-400, uniform) and reports char and
+sequence accuracy. Runs live in `--work_dir` (kept: rerunning resumes or just re-evaluates). The paper's figures
+(Transformer and UT, trained far longer at base size) are printed beside ours.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import common  # noqa: E402  pylint: disable=wrong-import-position
+
+MODELS = {  # name -> hparams set (tiny sizes: 2+2 layers or 2-layer-equivalent recurrences, width 64)
+    "transformer": "transformer_tiny",
+    "transformer_rel": "transformer_tiny_rel",
+    "universal_transformer": "universal_transformer_tiny",
+    "universal_transformer_rel": "universal_transformer_tiny_rel",
+    "adaptive_universal_transformer": "adaptive_universal_transformer_tiny",
+    "adaptive_universal_transformer_rel": "adaptive_universal_transformer_tiny_rel",
+}
+TASKS = {"identity": "copy", "reverse": "reverse", "addition": "addition"}
+# Table 4 of Dehghani et al. (2018): char / seq accuracy at length 400 after training on length 40.
+PAPER = {
+    "transformer": {"identity": (0.53, 0.03), "reverse": (0.13, 0.06), "addition": (0.07, 0.0)},
+    "universal_transformer": {"identity": (0.91, 0.35), "reverse": (0.96, 0.46), "addition": (0.34, 0.02)},
+}
+ACCURACY = re.compile(r"^char_accuracy = ([0-9.]+)\s+seq_accuracy = ([0-9.]+)", re.M)
+PONDER = re.compile(r"encoder_ponder_time ([0-9.]+)")
+
+
+def _tool(module, *args, log):
+    """Runs a package CLI as `python -c`, appending its output to `log`; returns its stdout."""
+    code = f"import t2t_relpos.cli.{module} as m; m.run()"
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=False)
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{module} failed ({proc.returncode}); see {log}")
+    return proc.stdout
+
+
+def run_one(task, model, args):
+    """Trains and decodes one pair; returns (char accuracy, seq accuracy, seconds, ponder time or None)."""
+    run_dir = os.path.join(args.work_dir, f"{task}_{model}")
+    log = run_dir + ".log"
+    began = time.perf_counter()
+    trained = _tool("trainer", f"--problem=algorithmic_{task}_decimal40", f"--hparams_set={MODELS[model]}",
+                    f"--output_dir={run_dir}", f"--train_steps={args.train_steps}", "--eval_steps=4",
+                    f"--checkpoint_every={args.train_steps}", "--log_every=500", "--seed=1", log=log)
+    decoded = _tool("decoder", f"--output_dir={run_dir}", "--decode_split=eval", "--decode_to_file="
+                    + os.path.join(run_dir, "decoded_eval.txt"),
+                    f"--decode_hparams=beam_size=1,batch_size=50,num_samples={args.num_samples}", log=log)
+    char, seq = (float(v) for v in ACCURACY.search(decoded).groups())
+    ponder = PONDER.findall(trained)
+    return char, seq, time.perf_counter() - began, float(ponder[-1]) if ponder else None
+
+
+def report(results, args, seconds):
+    rows = []
+    for (task, model), (char, seq, took, ponder) in results.items():
+        paper = PAPER.get(model.replace("_rel", "").replace("adaptive_", ""), {}).get(task)
+        rows.append([TASKS[task], model, f"{char:.2f}", f"{seq:.2f}",
+                     f"{paper[0]:.2f} / {paper[1]:.2f}" if paper else "", "" if ponder is None else f"{ponder:.2f}",
+                     f"{took / 60:.1f}"])
+    headers = ["task", "model", "char acc", "seq acc", "paper (char / seq)", "ponder (enc.)", "minutes"]
+    return "\n".join([
+        "## Length generalisation (UT paper, Table 4 protocol)", "",
+        f"`{common.command_line()}` — {common.today()}, took {seconds / 60:.0f} min.  ",
+        f"Machine: {common.machine_description()}.", "",
+        f"Train on decimal strings of length <= 40 for {args.train_steps} steps (tiny sets: width 64), decode the "
+        f"first {args.num_samples} evaluation strings (length 1-400) greedily. The paper's rows are its base-size "
+        "models trained to convergence: a reference for the trend, not a like-for-like comparison.", "",
+        common.markdown_table(headers, rows, align="llrrrrr")])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--tasks", default=",".join(TASKS))
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--train_steps", type=int, default=3000)
+    parser.add_argument("--num_samples", type=int, default=200)
+    parser.add_argument("--work_dir", default=os.path.join("benchmarks", "runs", "length_generalisation"))
+    parser.add_argument("--write", action="store_true", help="write the table into benchmarks/README.md")
+    args = parser.parse_args(argv)
+    os.makedirs(args.work_dir, exist_ok=True)
+    began = time.perf_counter()
+    results = {}
+    for task in args.tasks.split(","):
+        for model in args.models.split(","):
+            results[(task, model)] = run_one(task, model, args)
+            print(task, model, results[(task, model)], flush=True)
+    text = report(results, args, time.perf_counter() - began)
+    print(text)
+    if args.write:
+        common.replace_section("length_generalisation", text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
