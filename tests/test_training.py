@@ -26,8 +26,7 @@ def test_tiny_relative_transformer_learns_to_reverse(tmp_path):
     hparams.parse("batch_size=512,learning_rate=0.5,learning_rate_warmup_steps=100,max_relative_position=8")
     trainer = trainer_lib.Trainer(problem, hparams, str(tmp_path), seed=1, checkpoint_every=400, eval_every=0,
                                   verbose=False)
-    trainer.train(400)
-    metrics = trainer.evaluate()
+    metrics = trainer.train(400)  # eval_every=0: evaluated once, at the end.
     assert metrics["accuracy"] >= 0.9, metrics
     assert checkpoints.step_of(trainer.manager.latest_checkpoint) == 400
     assert os.listdir(tmp_path / "train") and os.listdir(tmp_path / "eval")  # TensorBoard event files.

@@ -63,7 +63,7 @@ class Trainer:
         mixed_precision: None, "mixed_float16" (with dynamic loss scaling) or "mixed_bfloat16".
         checkpoint_every: Steps between checkpoints.
         keep_checkpoint_max: Checkpoints kept (older ones are deleted).
-        eval_every: Steps between evaluations (default: `checkpoint_every`); 0 disables periodic evaluation.
+        eval_every: Steps between evaluations (default: `checkpoint_every`); 0: only at the end.
         eval_steps: Evaluation batches (None: the whole evaluation split).
         log_every: Steps between progress lines when stdout is not a terminal.
         verbose: Print progress.
@@ -209,7 +209,7 @@ class Trainer:
         if start >= train_steps:
             if self.verbose:
                 print(f"Already trained for {start} >= {train_steps} steps.", flush=True)
-            return self.evaluate() if self.eval_every else None
+            return self.evaluate()
         if self._train_step is None:
             self._train_step = self._build_train_step()
         iterator = iter(self._train_dataset())
@@ -231,7 +231,7 @@ class Trainer:
                     raise TrainingInterrupted(step, path)
                 if step % self.checkpoint_every == 0 or step == train_steps:
                     self.manager.save(checkpoint_number=step)
-                if self.eval_every and (step % self.eval_every == 0 or step == train_steps):
+                if step == train_steps or (self.eval_every and step % self.eval_every == 0):
                     metrics = self.evaluate()
                     progress.note("eval " + _format(metrics))
                 if not math.isfinite(stats["loss_sum"]):
