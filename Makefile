@@ -37,11 +37,12 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "" tests
 
-# The benchmarks of benchmarks/README.md (minutes; results are written into that README).
+# Quick versions of the speed and memory benchmarks: they print their tables and
+# leave benchmarks/README.md alone; its full tables come from the commands recorded there.
 bench: $(STAMP)
-	$(BIN)/python benchmarks/attention.py --write
-	$(BIN)/python benchmarks/decoding.py --write --plot benchmarks/decoding.png
-	$(BIN)/python benchmarks/train_step.py --shapes=small --write
+	$(BIN)/python benchmarks/attention.py --lengths 256,2048 --reps 3
+	$(BIN)/python benchmarks/decoding.py --models rel64 --lengths 25,100 --reps 3
+	$(BIN)/python benchmarks/train_step.py --shapes small --reps 3
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) build *.egg-info
