@@ -230,6 +230,12 @@ class TransformerDecoderBlock(_BlockBase):
     def compute_cross_cache(self, encoder_output):
         return self.cross_attention.compute_key_value(encoder_output)
 
+    def attend_encoder(self, h, encoder_output, encoder_mask, cross_cache, training):
+        """Attention to the encoder: from its precomputed keys/values when `cross_cache` is given."""
+        if cross_cache is not None:
+            return self.cross_attention(h, value_mask=encoder_mask, cache=cross_cache, training=training)[0]
+        return self.cross_attention(h, encoder_output, value_mask=encoder_mask, training=training)
+
     def call(self, x, encoder_output=None, encoder_mask=None, self_cache=None, cross_cache=None,
              cache_index=None, training=None):
         def attend_self(h):
@@ -237,10 +243,7 @@ class TransformerDecoderBlock(_BlockBase):
                                        training=training)
 
         def attend_encoder(h):
-            if cross_cache is not None:
-                return self.cross_attention(h, value_mask=encoder_mask, cache=cross_cache,
-                                            training=training)[0]
-            return self.cross_attention(h, encoder_output, value_mask=encoder_mask, training=training)
+            return self.attend_encoder(h, encoder_output, encoder_mask, cross_cache, training)
 
         result = self._residual(x, self.self_attention_norm, attend_self, training)
         x, new_cache = result if self_cache is not None else (result, None)

@@ -115,10 +115,7 @@ class UniversalDecoderBlock(TransformerDecoderBlock):
                                        training=training)
 
         def attend_encoder(h):
-            if cross_cache is not None:
-                return self.cross_attention(h, value_mask=encoder_mask, cache=cross_cache,
-                                            training=training)[0]
-            return self.cross_attention(h, encoder_output, value_mask=encoder_mask, training=training)
+            return self.attend_encoder(h, encoder_output, encoder_mask, cross_cache, training)
 
         def transition(h):
             if self.transition_type == "ffn":
