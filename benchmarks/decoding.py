@@ -43,12 +43,17 @@ import common  # noqa: E402  pylint: disable=wrong-import-position
 EOS_ID = 1
 BATCH, SOURCE_LENGTH, VOCAB_SIZE, BEAM_SIZE, ALPHA = 8, 20, 1000, 4, 0.6
 LENGTHS = (25, 50, 100, 200)
-# name -> (hparams set, overrides, description). Widths 64 and 256; 2 + 2 layers either way (CPU-sized).
+# name -> (hparams set, overrides, description). Widths 64 and 256; Transformers of 2 + 2 layers, Universal
+# Transformers of one shared block per side (CPU-sized).
 MODELS = {
     "rel64": ("transformer_tiny_rel", {}, "relative positions (k = 16), width 64, 4 heads, filter 256"),
     "rel256": ("transformer_tiny_rel", {"hidden_size": 256, "filter_size": 1024},
                "relative positions (k = 16), width 256, 4 heads of 64, filter 1024"),
     "abs64": ("transformer_tiny", {}, "sinusoid positions, width 64, 4 heads, filter 256"),
+    "ut64": ("universal_transformer_tiny_rel", {},
+             "Universal Transformer, relative positions (k = 16), width 64, 8 recurrent steps"),
+    "aut64": ("adaptive_universal_transformer_tiny_rel", {},
+              "adaptive Universal Transformer (ACT, at most 4 steps), relative positions (k = 16), width 64"),
 }
 SEARCHES = ("greedy", "beam")
 PATHS = ("cached", "uncached", "cached_xla")
@@ -118,18 +123,32 @@ class FullPrefix(ForcedLength):
 
 
 def build_model(name, vocab_size=VOCAB_SIZE, seed=1):
-    """The randomly initialised `Transformer` of MODELS[name], weights built."""
+    """The randomly initialised model (the hparams set's registered model class) of MODELS[name], built."""
     import keras  # pylint: disable=import-outside-toplevel
 
     from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
-    from t2t_relpos.models.transformer import Transformer  # pylint: disable=import-outside-toplevel
 
     hparams_set, overrides, _ = MODELS[name]
     hparams = registry.hparams(hparams_set).override(**overrides)
     keras.utils.set_random_seed(seed)
-    model = Transformer.from_hparams(hparams, vocab_size, vocab_size)
+    model = registry.model(hparams.model).from_hparams(hparams, vocab_size, vocab_size)
     model.build()
     return model
+
+
+def ponder_steps(model, inputs, outputs):
+    """Mean ponder time (N + R, recurrent steps taken) of a Universal Transformer's positions, or None.
+
+    Encoder: over the `[B, S]` source positions; decoder: over the positions of the `[B, n]` greedy outputs,
+    teacher-forced (equal to what the cached decoder took, which the UT tests check).
+    """
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    if not hasattr(model, "ponder_times"):
+        return None
+    details = model({"inputs": inputs, "targets": outputs}, training=False, return_details=True)
+    return {"encoder": float(np.mean(details["ponder_times"]["encoder"])),
+            "decoder": float(np.mean(details["ponder_times"]["decoder"]))}
 
 
 def make_sources(vocab_size=VOCAB_SIZE, batch=BATCH, length=SOURCE_LENGTH, seed=0):
@@ -213,6 +232,7 @@ def measure(model_name, lengths=LENGTHS, paths=PATHS, reps=5, min_sample_s=0.2, 
         agreement[length] = _check_outputs(outputs, length)
         if length == min(lengths):
             check_library_baseline(model, inputs, outputs["greedy"]["cached"])
+    ponder = ponder_steps(model, inputs, outputs["greedy"]["cached"])
     # The first call of each function above was its warm-up; time_interleaved's own calibration call is
     # another.
     medians = common.time_interleaved_clocks(fns, {"wall": time.perf_counter, "cpu": time.process_time},
@@ -220,7 +240,7 @@ def measure(model_name, lengths=LENGTHS, paths=PATHS, reps=5, min_sample_s=0.2, 
     times, cpu_times = ({length: {s: {p: by_clock[(length, s, p)] for p in paths} for s in SEARCHES}
                          for length in lengths} for by_clock in (medians["wall"], medians["cpu"]))
     return {"model": model_name, "description": MODELS[model_name][2], "parameters": int(model.count_params()),
-            "times": times, "cpu_times": cpu_times, "agreement": agreement}
+            "times": times, "cpu_times": cpu_times, "agreement": agreement, "ponder_steps": ponder}
 
 
 # -- reporting -----------------------------------------------------------------------------------------------
@@ -298,6 +318,18 @@ def format_flatness(results):
                                   f"uncached, {span}", f"cached XLA, {span}"], rows, align="llrrrr")
 
 
+def format_ponder(results):
+    """A line on the mean recurrent steps of each Universal Transformer (random weights), or ""."""
+    parts = [f"`{r['model']}` encoder {r['ponder_steps']['encoder']:.2f}, decoder {r['ponder_steps']['decoder']:.2f}"
+             for r in results.values() if r.get("ponder_steps")]
+    if not parts:
+        return ""
+    return ("Average ponder steps (N + R per position; sources, and the greedy outputs at the longest length, "
+            "teacher-forced): " + "; ".join(parts) + ". The weights are random: with the halting bias at its "
+            "initial 1.0 (p = 0.73 a step) an adaptive position mostly halts at its second step, so the adaptive "
+            "model's time per step here is that of a 2-step recurrence, not of a trained one.")
+
+
 def verdict(results):
     """Lines judging the speed-up at TARGET_LENGTH tokens and the flatness of the cached path (issue 5).
 
@@ -365,11 +397,11 @@ def readme_section(args, results, table, flat_table, judged, elapsed):
     """The README section: how it was run, on what, the method, the tables and the verdict."""
     models = "; ".join(f"`{r['model']}`: {r['description']}, {r['parameters'] / 1e6:.2f} M parameters"
                        for r in results.values() if "error" not in r)
-    section = "\n\n".join([
+    section = "\n\n".join(part for part in [
         "## Decoding: cached vs uncached, greedy and beam search",
         f"`{common.command_line()}` — {common.today()}, took {elapsed:.0f} s.  \n"
         f"Machine: {common.machine_description()}.",
-        f"Random models, 2 + 2 layers, vocabulary {args.vocab_size} ({models}). {BATCH} sources of "
+        f"Random models, vocabulary {args.vocab_size} ({models}). {BATCH} sources of "
         f"{SOURCE_LENGTH} tokens; end-of-sequence is forbidden so every output is exactly the given number of "
         f"tokens. Search: `search.greedy` and `search.beam_search` (beam {BEAM_SIZE}, alpha {ALPHA}), the whole "
         "search in one `tf.function`, traced before timing. *cached*: the model's `decode_step` with its "
@@ -383,10 +415,11 @@ def readme_section(args, results, table, flat_table, judged, elapsed):
         f"tok/s = {BATCH} x tokens / wall time; speed-up = uncached time / cached time, on the wall clock and "
         "on the process's CPU time (which other jobs on a shared machine do not inflate).",
         table,
+        format_ponder(results),
         "Flatness: time per step at the longest length / at the shortest (uncached for contrast):",
         flat_table,
         judged,
-    ])
+    ] if part)
     if args.plot:
         image = os.path.relpath(os.path.abspath(args.plot), os.path.dirname(common.README))
         section += f"\n\n![ms per step against output length]({image})"
@@ -460,7 +493,8 @@ def main(argv=None):
     results = {name: _measure_model(name, args) for name in args.models.split(",")}
     elapsed = time.time() - started
     table, flat_table, judged = format_table(results), format_flatness(results), verdict(results)
-    print(f"{table}\n\n{flat_table}\n\n{judged}\n\n{common.command_line()} — {common.today()}, {elapsed:.0f} s\n"
+    print(f"{table}\n\n{format_ponder(results)}\n\n{flat_table}\n\n{judged}\n\n"
+          f"{common.command_line()} — {common.today()}, {elapsed:.0f} s\n"
           f"{common.machine_description()}")
     if args.plot:
         plot(results, args.plot)

@@ -6,11 +6,16 @@
 Each (task, model) pair trains with `t2t-relpos-trainer` on decimal strings of length <= 40
 (`algorithmic_<task>_decimal40`) for the same number of steps, then `t2t-relpos-decoder --decode_split=eval`
 greedily decodes the first `--num_samples` evaluation strings (lengths 1-400, uniform) and reports char and
-sequence accuracy. Runs live in `--work_dir` (kept: rerunning resumes or just re-evaluates). The paper's figures
-(Transformer and UT, trained far longer at base size) are printed beside ours.
+sequence accuracy. Runs live in `--work_dir` (kept: a finished pair's `result.json` is reused when its steps and
+samples match; an unfinished one resumes from its checkpoint). `--jobs 2` runs two pairs at once, each with
+TensorFlow on one thread (tiny models use a second core poorly, so two one-thread runs finish sooner than two
+two-thread runs in turn). The paper's figures (Transformer and UT, trained far longer at base size) are printed
+beside ours.
 """
 
 import argparse
+import concurrent.futures
+import json
 import os
 import re
 import subprocess
@@ -37,12 +42,33 @@ PAPER = {
 }
 ACCURACY = re.compile(r"^char_accuracy = ([0-9.]+)\s+seq_accuracy = ([0-9.]+)", re.M)
 PONDER = re.compile(r"encoder_ponder_time ([0-9.]+)")
+# The decoder's accuracy by reference length: "  reference length  11-40 char_accuracy = 0.14  seq_accuracy = ..."
+BUCKET = re.compile(r"^\s+reference length\s+(\d+-\d+)\s+char_accuracy = ([0-9.]+)\s+seq_accuracy = ([0-9.]+)", re.M)
+# Buckets shown beside the overall figures: inside the training lengths, and the longest.
+SHOWN_BUCKETS = ("11-40", "201-400")
 
 
-def _tool(module, *args, log):
-    """Runs a package CLI as `python -c`, appending its output to `log`; returns its stdout."""
+def length_buckets(text):
+    """{"11-40": (char accuracy, seq accuracy), ...} from the last accuracy-by-length report in `text`."""
+    buckets = {}
+    for name, char, seq in BUCKET.findall(text):
+        if name in buckets and name == next(iter(buckets)):  # A later report starts: keep only the last one.
+            buckets = {}
+        buckets[name] = (float(char), float(seq))
+    return buckets
+
+
+def _tool(module, *args, log, threads=0):
+    """Runs a package CLI as `python -c`, appending its output to `log`; returns its stdout.
+
+    `threads` > 0 limits TensorFlow's intra- and inter-op thread pools (0: one thread per core).
+    """
     code = f"import t2t_relpos.cli.{module} as m; m.run()"
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=False)
+    env = dict(os.environ)
+    if threads:
+        env.update(TF_NUM_INTRAOP_THREADS=str(threads), TF_NUM_INTEROP_THREADS=str(threads))
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=False,
+                          env=env)
     with open(log, "a", encoding="utf-8") as f:
         f.write(proc.stdout + proc.stderr)
     if proc.returncode != 0:
@@ -54,34 +80,59 @@ def run_one(task, model, args):
     """Trains and decodes one pair; returns (char accuracy, seq accuracy, seconds, ponder time or None)."""
     run_dir = os.path.join(args.work_dir, f"{task}_{model}")
     log = run_dir + ".log"
+    saved = os.path.join(run_dir, "result.json")
+    setting = {"train_steps": args.train_steps, "num_samples": args.num_samples}
+    if os.path.exists(saved):
+        with open(saved, encoding="utf-8") as f:
+            previous = json.load(f)
+        if previous["setting"] == setting:
+            return tuple(previous["result"])
+    threads = 1 if args.jobs > 1 else 0
     began = time.perf_counter()
     trained = _tool("trainer", f"--problem=algorithmic_{task}_decimal40", f"--hparams_set={MODELS[model]}",
                     f"--output_dir={run_dir}", f"--train_steps={args.train_steps}", "--eval_steps=4",
-                    f"--checkpoint_every={args.train_steps}", "--log_every=500", "--seed=1", log=log)
+                    f"--checkpoint_every={args.train_steps}", "--log_every=500", "--seed=1", log=log, threads=threads)
     decoded = _tool("decoder", f"--output_dir={run_dir}", "--decode_split=eval", "--decode_to_file="
                     + os.path.join(run_dir, "decoded_eval.txt"),
-                    f"--decode_hparams=beam_size=1,batch_size=50,num_samples={args.num_samples}", log=log)
+                    f"--decode_hparams=beam_size=1,batch_size=50,num_samples={args.num_samples}", log=log,
+                    threads=threads)
     char, seq = (float(v) for v in ACCURACY.search(decoded).groups())
     ponder = PONDER.findall(trained)
-    return char, seq, time.perf_counter() - began, float(ponder[-1]) if ponder else None
+    result = (char, seq, time.perf_counter() - began, float(ponder[-1]) if ponder else None)
+    with open(saved, "w", encoding="utf-8") as f:
+        json.dump({"setting": setting, "result": result}, f)
+    return result
+
+
+def _buckets_of(task, model, args):
+    try:
+        with open(os.path.join(args.work_dir, f"{task}_{model}.log"), encoding="utf-8") as f:
+            return length_buckets(f.read())
+    except OSError:
+        return {}
 
 
 def report(results, args, seconds):
     rows = []
     for (task, model), (char, seq, took, ponder) in results.items():
         paper = PAPER.get(model.replace("_rel", "").replace("adaptive_", ""), {}).get(task)
-        rows.append([TASKS[task], model, f"{char:.2f}", f"{seq:.2f}",
+        buckets = _buckets_of(task, model, args)
+        shown = [f"{buckets[b][0]:.2f}" if b in buckets else "" for b in SHOWN_BUCKETS]
+        rows.append([TASKS[task], model, *shown, f"{char:.2f}", f"{seq:.2f}",
                      f"{paper[0]:.2f} / {paper[1]:.2f}" if paper else "", "" if ponder is None else f"{ponder:.2f}",
                      f"{took / 60:.1f}"])
-    headers = ["task", "model", "char acc", "seq acc", "paper (char / seq)", "ponder (enc.)", "minutes"]
+    headers = ["task", "model", *(f"char acc, length {b}" for b in SHOWN_BUCKETS), "char acc", "seq acc",
+               "paper (char / seq)", "ponder (enc.)", "minutes"]
     return "\n".join([
         "## Length generalisation (UT paper, Table 4 protocol)", "",
         f"`{common.command_line()}` — {common.today()}, took {seconds / 60:.0f} min.  ",
         f"Machine: {common.machine_description()}.", "",
         f"Train on decimal strings of length <= 40 for {args.train_steps} steps (tiny sets: width 64), decode the "
-        f"first {args.num_samples} evaluation strings (length 1-400) greedily. The paper's rows are its base-size "
-        "models trained to convergence: a reference for the trend, not a like-for-like comparison.", "",
-        common.markdown_table(headers, rows, align="llrrrrr")])
+        f"first {args.num_samples} evaluation strings (length 1-400) greedily: char and seq accuracy over all of them, and char accuracy of those of lengths 11-40 (inside the "
+        f"training lengths) and 201-400; {args.jobs} pair(s) at a time"
+        f"{', each on one TensorFlow thread' if args.jobs > 1 else ''}; minutes: the pair's wall time. The paper's "
+        "rows are its base-size models trained to convergence: a reference for the trend, not a like-for-like comparison.", "",
+        common.markdown_table(headers, rows, align="llrrrrrrr")])
 
 
 def main(argv=None):
@@ -90,16 +141,19 @@ def main(argv=None):
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--train_steps", type=int, default=3000)
     parser.add_argument("--num_samples", type=int, default=200)
+    parser.add_argument("--jobs", type=int, default=1, help="pairs run at once (each on one thread if > 1)")
     parser.add_argument("--work_dir", default=os.path.join("benchmarks", "runs", "length_generalisation"))
     parser.add_argument("--write", action="store_true", help="write the table into benchmarks/README.md")
     args = parser.parse_args(argv)
     os.makedirs(args.work_dir, exist_ok=True)
     began = time.perf_counter()
     results = {}
-    for task in args.tasks.split(","):
-        for model in args.models.split(","):
-            results[(task, model)] = run_one(task, model, args)
-            print(task, model, results[(task, model)], flush=True)
+    pairs = [(task, model) for task in args.tasks.split(",") for model in args.models.split(",")]
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        futures = {pair: pool.submit(run_one, *pair, args) for pair in pairs}
+        for pair in pairs:  # In order, so the log reads task by task.
+            results[pair] = futures[pair].result()
+            print(*pair, results[pair], flush=True)
     text = report(results, args, time.perf_counter() - began)
     print(text)
     if args.write:

@@ -70,8 +70,8 @@ _DECODING_SPEC.loader.exec_module(decoding)
 def test_decoding_measure_tiny_length_cached_equals_uncached(tmp_path):
     # measure() itself raises if greedy cached, uncached and search.greedy_full_prefix disagree.
     result = decoding.measure("rel64", lengths=(4,), paths=("cached", "uncached"), reps=1, min_sample_s=0.0)
-    assert set(result) == {"model", "description", "parameters", "times", "cpu_times", "agreement"}
-    assert result["parameters"] > 0
+    assert set(result) == {"model", "description", "parameters", "times", "cpu_times", "agreement", "ponder_steps"}
+    assert result["parameters"] > 0 and result["ponder_steps"] is None
     assert set(result["times"]) == {4} and set(result["times"][4]) == set(decoding.SEARCHES)
     for search_name, by_path in result["times"][4].items():
         assert set(by_path) == {"cached", "uncached"}, search_name
@@ -83,6 +83,16 @@ def test_decoding_measure_tiny_length_cached_equals_uncached(tmp_path):
     assert "not measured" in decoding.verdict({"rel64": result})  # No run at TARGET_LENGTH tokens.
     decoding.plot({"rel64": result}, str(tmp_path / "decoding.png"))
     assert os.listdir(tmp_path) == ["decoding.png"]
+
+
+def test_decoding_adaptive_universal_transformer_cached_equals_uncached_and_reports_ponder_steps():
+    result = decoding.measure("aut64", lengths=(3,), paths=("cached", "uncached"), reps=1, min_sample_s=0.0)
+    assert result["agreement"][3] == {"greedy": 1.0, "beam": 1.0}
+    ponder = result["ponder_steps"]
+    # ACT: at least one step and at most act_max_steps (4) per position; N + R is never a whole number here.
+    assert set(ponder) == {"encoder", "decoder"} and all(1.0 < v <= 4.0 for v in ponder.values())
+    line = decoding.format_ponder({"aut64": result, "rel64": {"model": "rel64", "ponder_steps": None}})
+    assert line.count("`aut64` encoder") == 1 and "rel64" not in line
 
 
 def test_decoding_output_check_catches_disagreement_and_early_stops():

@@ -1,0 +1,80 @@
+"""The quality benchmarks' parsing and tables (their real runs take hours; see benchmarks/README.md)."""
+
+import importlib.util
+import os
+import types
+
+_BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", os.path.join(_BENCHMARKS, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+length_generalisation = _load("length_generalisation")
+ablations = _load("ablations")
+
+_DECODER_OUTPUT = """char_accuracy = 0.0252  seq_accuracy = 0.0000  (100 sequences)
+  reference length   1-10  char_accuracy = 0.2727  seq_accuracy = 0.1000  (3 sequences)
+  reference length  11-40  char_accuracy = 0.1399  seq_accuracy = 0.0000  (6 sequences)
+  reference length 201-400 char_accuracy = 0.0148  seq_accuracy = 0.0000  (44 sequences)
+"""
+
+
+def test_length_buckets_keep_the_last_report():
+    later = _DECODER_OUTPUT.replace("0.1399", "0.5000")
+    buckets = length_generalisation.length_buckets(_DECODER_OUTPUT + "training...\n" + later)
+    assert buckets == {"1-10": (0.2727, 0.1), "11-40": (0.5, 0.0), "201-400": (0.0148, 0.0)}
+    assert length_generalisation.length_buckets("no report") == {}
+
+
+def test_length_generalisation_report_puts_paper_rows_beside_ours(tmp_path):
+    (tmp_path / "reverse_universal_transformer_rel.log").write_text(_DECODER_OUTPUT)
+    args = types.SimpleNamespace(work_dir=str(tmp_path), train_steps=10, num_samples=100, jobs=2)
+    results = {("reverse", "universal_transformer_rel"): (0.0252, 0.0, 120.0, 8.0),
+               ("addition", "transformer"): (0.1, 0.0, 60.0, None)}
+    table = length_generalisation.report(results, args, 180.0).splitlines()[-4:]
+    assert [c.strip() for c in table[2].split("|")[3:9]] == ["0.14", "0.01", "0.03", "0.00", "0.96 / 0.46", "8.00"]
+    # No log for this pair: the by-length cells stay empty; the paper's Transformer addition row is 0.07 / 0.00.
+    assert [c.strip() for c in table[3].split("|")[3:8]] == ["", "", "0.10", "0.00", "0.07 / 0.00"]
+
+
+def _result(bleu, loss=2.0, train_s=600.0):
+    signature = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+    return {"bleu": {"13a": (bleu, signature), "intl": (bleu + 0.1, signature.replace("13a", "intl"))},
+            "eval": {"loss": loss}, "train_s": train_s, "decode_s": 30.0}
+
+
+def test_ablation_tables_split_by_paper_table_with_the_reference_in_both():
+    results = {"k0": _result(3.0), "k16": _result(31.0, train_s=None), "both": _result(31.0, train_s=None),
+               "neither": _result(2.5), "sinusoid": _result(24.9)}
+    table2 = ablations.format_table(results, 2).splitlines()
+    table3 = ablations.format_table(results, 3).splitlines()
+    assert [row.split("|")[1].strip() for row in table2[2:]] == ["k = 0", "k = 16",
+                                                                  "sinusoid, no relative (reference)"]
+    assert [row.split("|")[1].strip() for row in table3[2:]] == ["a^K and a^V (k = 16)", "neither",
+                                                                  "sinusoid, no relative (reference)"]
+    k0 = [c.strip() for c in table2[2].split("|")[2:-1]]
+    assert k0 == ["3.00", "3.10", "2.000", "12.5", "10.0"]
+    assert table2[3].rstrip(" |").endswith("translate_small's")  # Reused run: no training time of its own.
+
+
+def test_ablation_configurations_change_one_thing_each():
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+
+    base = registry.hparams(ablations.BASE_SET)
+    for name, (_, hparams_set, overrides, *_) in ablations.CONFIGS.items():
+        changed = registry.hparams(hparams_set).parse(overrides)
+        differing = {k for k in base.values() if base.values()[k] != changed.values()[k]}
+        if hparams_set == ablations.BASE_SET:
+            assert differing == {k.split("=")[0] for k in overrides.split(",") if k}, name
+    assert registry.hparams(ablations.BASE_SET).max_relative_position == 16  # The "k16" / "both" run.
+
+
+def test_ablations_skip_cleanly_without_the_data(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["ablations.py", f"--multi30k={tmp_path}"])
+    assert ablations.main() == 0
+    assert "skipped, the Multi30k data is not there" in capsys.readouterr().out
