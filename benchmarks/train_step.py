@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/train_step.py [--shapes small,base] [--settings mixed,long] [--reps N]
                                               [--variants plain,jit,bf16] [--write]
+    .venv/bin/python benchmarks/train_step.py --compare_variants [--shapes small] [--settings mixed] [--write]
 
 One step = forward, backward and Adam update of the whole encoder-decoder model under `tf.function`
 (label-smoothed cross-entropy, the package's optimizer). Shapes are the named hparams sets and their
@@ -16,6 +17,11 @@ Every (shape, setting, variant) runs in a fresh worker process that times the ab
 interleaved repetitions (median), so their ratio is measured side by side. Each worker also measures the
 machine's float32 matmul peak (a 2048^3 product) and reports model FLOP/s as a fraction of it (FLOPs counted as
 6 x parameters x tokens for the dense layers plus the attention products).
+
+`--compare_variants` instead times, per (shape, setting), both models in every variant in one worker, all six
+steps interleaved: plain (graph mode, float32), jit (`jit_compile=True`, as the trainer's `--jit_compile`) and
+bf16 (the `mixed_bfloat16` policy, as `--mixed_precision=mixed_bfloat16`), so the effect of XLA and of mixed
+precision on the step time is a ratio measured side by side.
 """
 
 import argparse
@@ -125,6 +131,52 @@ def measure(shape, setting, variant, reps):
             "flops": flops, "peak_flops": peak}
 
 
+def measure_variants(shape, setting, reps):
+    """Worker: times both models in every variant, interleaved; returns {"model/variant": seconds}."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+
+    batch = {k: tf.constant(v) for k, v in make_batch(setting).items()}
+    steps = {}
+    for name, set_name in (("absolute", "transformer_base"), ("relative", "transformer_base_rel")):
+        hparams = registry.hparams(set_name).override(**SHAPES[shape])
+        for variant in VARIANTS:
+            step, _ = make_step(hparams, variant)
+            step(batch)  # Traces (and compiles) it outside the timing.
+            steps[f"{name}/{variant}"] = lambda step=step: step(batch).numpy()
+    return {"shape": shape, "setting": setting, "seconds": common.time_interleaved(steps, reps=reps,
+                                                                                     min_sample_s=0.0)}
+
+
+def report_variants(results, seconds):
+    """The section on XLA and mixed precision: step times and their ratios to plain, per model."""
+    rows = []
+    for r in results:
+        if "error" in r:
+            rows.append([r.get("label", "?"), "error", r["error"][:60]] + [""] * 5)
+            continue
+        t = r["seconds"]
+        for name in ("absolute", "relative"):
+            plain = t[f"{name}/plain"]
+            rows.append([f"{r['shape']}, {r['setting']}", name, f"{plain * 1e3:.0f}"]
+                        + [cell for variant in ("jit", "bf16") for cell in
+                           (f"{t[f'{name}/{variant}'] * 1e3:.0f}", f"{t[f'{name}/{variant}'] / plain:.2f}x")]
+                        + [" / ".join(f"{t[f'relative/{v}'] / t[f'absolute/{v}']:.3f}" for v in VARIANTS)
+                           if name == "relative" else ""])
+    headers = ["shape, batch", "model", "plain (ms)", "jit (ms)", "jit / plain", "bf16 (ms)", "bf16 / plain",
+               "relative / absolute (plain / jit / bf16)"]
+    return "\n".join([
+        "## Training step: XLA and mixed precision", "",
+        f"`{common.command_line()}` — {common.today()}, took {seconds:.0f} s.  ",
+        f"Machine: {common.machine_description()}.", "",
+        "The step of the section above (same shapes and batches) in three variants, all six (model, variant) "
+        "steps of a row timed interleaved in one process (median): plain = graph mode in float32; jit = "
+        "`jit_compile=True` (the trainer's `--jit_compile`); bf16 = the `mixed_bfloat16` policy (the trainer's "
+        "`--mixed_precision=mixed_bfloat16`; float32 variables and softmax, bfloat16 matmuls).", "",
+        common.markdown_table(headers, rows, align="llrrrrrr")])
+
+
 def _rows(results):
     rows = []
     for r in results:
@@ -164,14 +216,20 @@ def main(argv=None):
     parser.add_argument("--variants", default="plain", help=f"comma-separated, of {', '.join(VARIANTS)}")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--write", action="store_true", help="write the table into benchmarks/README.md")
+    parser.add_argument("--compare_variants", action="store_true",
+                        help="time plain, jit and bf16 side by side (own section of benchmarks/README.md)")
     parser.add_argument("--worker", nargs=3, metavar=("SHAPE", "SETTING", "VARIANT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        common.emit_result(measure(*args.worker, reps=args.reps))
+        shape, setting, variant = args.worker
+        common.emit_result(measure_variants(shape, setting, args.reps) if variant == "all"
+                           else measure(shape, setting, variant, reps=args.reps))
         return 0
     import time  # pylint: disable=import-outside-toplevel
 
     began = time.perf_counter()
+    if args.compare_variants:
+        return _compare_variants(args, began)
     results = []
     for shape in args.shapes.split(","):
         for setting in args.settings.split(","):
@@ -185,6 +243,23 @@ def main(argv=None):
     print(text)
     if args.write:
         common.replace_section("train_step", text)
+    return 0
+
+
+def _compare_variants(args, began):
+    import time  # pylint: disable=import-outside-toplevel
+
+    results = []
+    for shape in args.shapes.split(","):
+        for setting in args.settings.split(","):
+            result = common.run_worker([os.path.abspath(__file__), "--reps", str(args.reps), "--worker", shape,
+                                        setting, "all"])
+            result.setdefault("label", f"{shape}, {setting}")
+            results.append(result)
+    text = report_variants(results, time.perf_counter() - began)
+    print(text)
+    if args.write:
+        common.replace_section("train_step_variants", text)
     return 0
 
 
