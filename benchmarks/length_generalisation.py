@@ -125,7 +125,9 @@ def report(results, args, seconds):
                "paper (char / seq)", "ponder (enc.)", "minutes"]
     return "\n".join([
         "## Length generalisation (UT paper, Table 4 protocol)", "",
-        f"`{common.command_line()}` — {common.today()}, took {seconds / 60:.0f} min.  ",
+        f"`{common.command_line()}` — {common.today()}, took {seconds / 60:.0f} min; the pairs' runs (kept in "
+        f"`{args.work_dir}` and reused when finished) took {sum(r[2] for r in results.values()) / 60:.0f} min "
+        f"of wall time in all, {args.jobs} at a time.  ",
         f"Machine: {common.machine_description()}.", "",
         f"Train on decimal strings of length <= 40 for {args.train_steps} steps (tiny sets: width 64), decode the "
         f"first {args.num_samples} evaluation strings (length 1-400) greedily: char and seq accuracy over all of them, and char accuracy of those of lengths 11-40 (inside the "
