@@ -8,8 +8,7 @@ Each (task, model) pair trains with `t2t-relpos-trainer` on decimal strings of l
 greedily decodes the first `--num_samples` evaluation strings (lengths 1-400, uniform) and reports char and
 sequence accuracy. Runs live in `--work_dir` (kept: a finished pair's `result.json` is reused when its steps and
 samples match; an unfinished one resumes from its checkpoint). `--jobs 2` runs two pairs at once, each with
-TensorFlow on one thread (tiny models use a second core poorly, so two one-thread runs finish sooner than two
-two-thread runs in turn). The paper's figures (Transformer and UT, trained far longer at base size) are printed
+TensorFlow on one thread (a core each on a two-core machine). The paper's figures (Transformer and UT, trained far longer at base size) are printed
 beside ours.
 """
 
