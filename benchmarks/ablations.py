@@ -18,7 +18,6 @@ stopped. Without the Multi30k files it prints why and exits 0.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -62,12 +61,8 @@ def train_and_decode(name, args, data_dir, log):
         train_s += seconds
         reused = reused and "Already trained" in output
         evaluation = translate_small.final_eval(output) or evaluation
-    output, decode_s = translate_small.run_tool("t2t-relpos-decoder", [
-        f"--output_dir={output_dir}", f"--data_dir={data_dir}", "--decode_split=test",
-        f"--decode_hparams=beam_size={args.beam_size},alpha={args.alpha},batch_size=64,"
-        f"num_samples={args.decode_samples}",
-        f"--decode_to_file={os.path.join(output_dir, 'test_2016_flickr.de')}"], log)
-    return {"bleu": translate_small.bleu_scores(output), "eval": evaluation,
+    bleu, decode_s = translate_small.decode_test(args, output_dir, data_dir, log)
+    return {"bleu": bleu, "eval": evaluation,
             "train_s": None if reused else train_s, "decode_s": decode_s}
 
 
@@ -115,20 +110,8 @@ Commands (from the repository root; `benchmarks/runs/` holds the work files):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--multi30k", default=translate_small.DEFAULT_MULTI30K,
-                        help="Folder of the Multi30k .gz files.")
-    parser.add_argument("--work_dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs",
-                                                           "translate_small"))
+    translate_small.add_shared_flags(parser, log_every=250)
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated, of {', '.join(CONFIGS)}")
-    parser.add_argument("--steps", type=int, default=1500)
-    parser.add_argument("--rounds", type=int, default=2, help="Chunks each run trains in (as translate_small).")
-    parser.add_argument("--log_every", type=int, default=250)
-    parser.add_argument("--vocab_size", type=int, default=4000)
-    parser.add_argument("--beam_size", type=int, default=4)
-    parser.add_argument("--alpha", type=float, default=0.6)
-    parser.add_argument("--decode_samples", type=int, default=0, help="Decode only the first N test sentences "
-                        "(0: all; for quick checks of the script).")
-    parser.add_argument("--write", action="store_true", help="Record the results in benchmarks/README.md.")
     args = parser.parse_args()
     names = [n for n in args.configs.split(",") if n]
     unknown = [n for n in names if n not in CONFIGS]
@@ -140,13 +123,8 @@ def main():
               "pass --multi30k=<folder of train/val/test_2016_flickr .en.gz/.de.gz>")
         return 0
     began = time.perf_counter()
-    data_dir, raw_dir = (os.path.join(args.work_dir, d) for d in ("data", "raw"))
-    os.makedirs(raw_dir, exist_ok=True)
-    with open(os.path.join(raw_dir, "translate_local.json"), "w", encoding="utf-8") as f:
-        json.dump(translate_small.settings(args.multi30k, args.vocab_size), f, indent=2)
     log = []
-    translate_small.run_tool("t2t-relpos-datagen", ["--problem=translate_local", f"--data_dir={data_dir}",
-                                                    f"--tmp_dir={raw_dir}"], log)
+    data_dir = translate_small.prepare_data(args, log)
     results, done = {}, {}
     for name in names:
         run_name = CONFIGS[name][0]

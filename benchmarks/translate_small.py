@@ -106,15 +106,34 @@ def bleu_scores(output):
     return scores
 
 
-def benchmark(args):
+def prepare_data(args, log):
+    """Writes translate_local's settings for Multi30k and runs the datagen (which reuses finished shards).
+
+    Returns the data directory, `<args.work_dir>/data`.
+    """
     data_dir = os.path.join(args.work_dir, "data")
     raw_dir = os.path.join(args.work_dir, "raw")
     os.makedirs(raw_dir, exist_ok=True)
     with open(os.path.join(raw_dir, "translate_local.json"), "w", encoding="utf-8") as f:
         json.dump(settings(args.multi30k, args.vocab_size), f, indent=2)
-    log = []
     run_tool("t2t-relpos-datagen", ["--problem=translate_local", f"--data_dir={data_dir}", f"--tmp_dir={raw_dir}"],
              log)
+    return data_dir
+
+
+def decode_test(args, output_dir, data_dir, log):
+    """Beam-decodes test_2016_flickr with the run in `output_dir`; returns ({tokenisation: BLEU}, seconds)."""
+    output, seconds = run_tool("t2t-relpos-decoder", [
+        f"--output_dir={output_dir}", f"--data_dir={data_dir}", "--decode_split=test",
+        f"--decode_hparams=beam_size={args.beam_size},alpha={args.alpha},batch_size=64,"
+        f"num_samples={args.decode_samples}",
+        f"--decode_to_file={os.path.join(output_dir, 'test_2016_flickr.de')}"], log)
+    return bleu_scores(output), seconds
+
+
+def benchmark(args):
+    log = []
+    data_dir = prepare_data(args, log)
     results = {name: {"rates": [], "train_s": 0.0} for name in args.hparams_sets}
     for name in args.hparams_sets:
         shutil.rmtree(os.path.join(args.work_dir, name), ignore_errors=True)
@@ -132,13 +151,8 @@ def benchmark(args):
             results[name]["train_s"] += seconds
             results[name]["eval"] = final_eval(output)
     for name in args.hparams_sets:
-        output, seconds = run_tool("t2t-relpos-decoder", [
-            f"--output_dir={os.path.join(args.work_dir, name)}", f"--data_dir={data_dir}", "--decode_split=test",
-            f"--decode_hparams=beam_size={args.beam_size},alpha={args.alpha},batch_size=64,"
-            f"num_samples={args.decode_samples}",
-            f"--decode_to_file={os.path.join(args.work_dir, name, 'test_2016_flickr.de')}"], log)
-        results[name]["bleu"] = bleu_scores(output)
-        results[name]["decode_s"] = seconds
+        results[name]["bleu"], results[name]["decode_s"] = decode_test(args, os.path.join(args.work_dir, name),
+                                                                       data_dir, log)
     return results, log
 
 
@@ -203,22 +217,27 @@ work differs).
 """
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_shared_flags(parser, log_every):
+    """The flags of the Multi30k benchmarks (this one and ablations.py): data, work files, budget, search."""
     parser.add_argument("--multi30k", default=DEFAULT_MULTI30K, help="Folder of the Multi30k .gz files.")
     parser.add_argument("--work_dir", default=os.path.join(_HERE, "runs", "translate_small"))
-    parser.add_argument("--hparams_sets", default="transformer_tiny_rel,transformer_tiny",
-                        help="Comma-separated; the last one is the baseline of the throughput ratio.")
-    parser.add_argument("--hparams", default="", help="Overrides for every set, e.g. batch_size=4096.")
     parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--rounds", type=int, default=2, help="Chunks the training of each model alternates in.")
-    parser.add_argument("--log_every", type=int, default=50)
+    parser.add_argument("--log_every", type=int, default=log_every)
     parser.add_argument("--vocab_size", type=int, default=4000)
     parser.add_argument("--beam_size", type=int, default=4)
     parser.add_argument("--alpha", type=float, default=0.6)
     parser.add_argument("--decode_samples", type=int, default=0, help="Decode only the first N test sentences "
                         "(0: all; BLEU on a prefix is for quick looks only).")
     parser.add_argument("--write", action="store_true", help="Record the results in benchmarks/README.md.")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_shared_flags(parser, log_every=50)
+    parser.add_argument("--hparams_sets", default="transformer_tiny_rel,transformer_tiny",
+                        help="Comma-separated; the last one is the baseline of the throughput ratio.")
+    parser.add_argument("--hparams", default="", help="Overrides for every set, e.g. batch_size=4096.")
     args = parser.parse_args()
     args.hparams_sets = [s for s in args.hparams_sets.split(",") if s]
     absent = missing_files(args.multi30k)
