@@ -27,6 +27,7 @@ precision on the step time is a ratio measured side by side.
 import argparse
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -225,7 +226,6 @@ def main(argv=None):
         common.emit_result(measure_variants(shape, setting, args.reps) if variant == "all"
                            else measure(shape, setting, variant, reps=args.reps))
         return 0
-    import time  # pylint: disable=import-outside-toplevel
 
     began = time.perf_counter()
     if args.compare_variants:
@@ -247,7 +247,6 @@ def main(argv=None):
 
 
 def _compare_variants(args, began):
-    import time  # pylint: disable=import-outside-toplevel
 
     results = []
     for shape in args.shapes.split(","):

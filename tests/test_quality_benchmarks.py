@@ -78,3 +78,13 @@ def test_ablations_skip_cleanly_without_the_data(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("sys.argv", ["ablations.py", f"--multi30k={tmp_path}"])
     assert ablations.main() == 0
     assert "skipped, the Multi30k data is not there" in capsys.readouterr().out
+
+
+def test_step_variant_table_gives_ratios_to_plain_and_relative_over_absolute():
+    train_step = _load("train_step")
+    names = [f"{m}/{v}" for m in ("absolute", "relative") for v in train_step.VARIANTS]
+    seconds = {name: 1.0 + 0.1 * i for i, name in enumerate(names)}  # absolute 1.0 1.1 1.2, relative 1.3 1.4 1.5
+    rows = train_step.report_variants([{"shape": "small", "setting": "mixed", "seconds": seconds}], 5.0)
+    relative = [c.strip() for c in rows.splitlines()[-1].split("|")[1:-1]]
+    assert relative == ["small, mixed", "relative", "1300", "1400", "1.08x", "1500", "1.15x",
+                        "1.300 / 1.273 / 1.250"]
