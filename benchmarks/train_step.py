@@ -204,7 +204,7 @@ def report(results, seconds):
         f"`{common.command_line()}` — {common.today()}, took {seconds:.0f} s.  ",
         f"Machine: {common.machine_description()}.", "",
         "Forward + backward + Adam of the whole model (tf.function), vocabulary 8000. small = 3+3 layers, d 256, "
-        "4 heads, FFN 1024; base = transformer_base (6+6, d 512, 8 heads, FFN 1024) vs transformer_base_rel "
+        "4 heads, FFN 1024; base = transformer_base (6+6, d 512, 8 heads, FFN 2048) vs transformer_base_rel "
         "(k = 16, tables per layer and head). mixed = 128 sentences of 20-36 tokens (~3.6k target tokens), "
         "long = 16 x 256. Median of interleaved repetitions, both models in one fresh process per row.", "",
         common.markdown_table(headers, _rows(results)), "", verdict])

@@ -227,15 +227,15 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
         num_queries, num_keys = ops.shape(q)[1], ops.shape(k)[1]
         first = 0 if cache_index is None else cache_index
         query_positions = first + ops.arange(num_queries, dtype="int32")
-        relations = self._relations(query_positions, num_keys, edge_labels)
+        relations = self._relations(query_positions, num_keys, edge_labels, use_causal_mask)
 
-        q = q * ops.cast(self.key_dim ** -0.5, q.dtype)
-        logits = ops.einsum("bqhd,bkhd->bhqk", q, k)
+        # Heads lead from here on, `[B, H, T, depth]`: every product below is a plain batched matmul.
+        q = ops.transpose(q, (0, 2, 1, 3)) * ops.cast(self.key_dim ** -0.5, q.dtype)
+        logits = ops.matmul(q, ops.transpose(k, (0, 2, 3, 1)))  # [B, H, Tq, Tk]
         if relations is not None and self.relative_key_embeddings is not None:
-            equation = "bqhd,rd->bhqr" if self.heads_share_relative_embeddings else "bqhd,hrd->bhqr"
-            table = ops.cast(self.relative_key_embeddings, q.dtype)
-            query_relations = ops.einsum(equation, q, table)
-            logits = logits + relative_ops.relative_logits(query_relations, relations)
+            table = ops.cast(self.relative_key_embeddings, q.dtype)  # [(H,) R, d_z]
+            query_relations = ops.matmul(q, ops.swapaxes(table, -1, -2))  # [B, H, Tq, R]
+            logits = relative_ops.relative_logits(logits, query_relations, relations)
 
         mask = self._combined_mask(query_mask, value_mask, key_mask, attention_mask, use_causal_mask,
                                    query_positions, num_keys, written=cache_index is not None)
@@ -245,20 +245,21 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
         scores = ops.cast(ops.softmax(logits, axis=-1), self.compute_dtype)
         weights = self.dropout_layer(scores, training=training)
 
-        out = ops.einsum("bhqk,bkhd->bqhd", weights, v)
+        v = ops.transpose(v, (0, 2, 1, 3))
         if relations is not None and self.relative_value_embeddings is not None:
-            per_relation = relative_ops.relative_weights(weights, relations)
-            equation = "bhqr,rd->bqhd" if self.heads_share_relative_embeddings else "bhqr,hrd->bqhd"
-            table = ops.cast(self.relative_value_embeddings, out.dtype)
-            out = out + ops.einsum(equation, per_relation, table)
+            table = ops.cast(self.relative_value_embeddings, weights.dtype)  # [(H,) R, d_v]
+            out = relative_ops.relative_values(weights, v, table, relations)  # [B, H, Tq, d_v]
+        else:
+            out = ops.matmul(weights, v)
         if mask is not None:
             # Softmax over all-masked keys is uniform, not zero: zero those rows explicitly.
             has_keys = ops.cast(ops.any(mask, axis=-1), out.dtype)  # [B, Tq]
-            out = out * has_keys[:, :, None, None]
+            out = out * has_keys[:, None, :, None]
             scores = scores * has_keys[:, None, :, None]
 
         kernel, bias = self._output
-        out = ops.matmul(ops.reshape(out, (ops.shape(out)[0], num_queries, -1)), kernel)
+        out = ops.reshape(ops.transpose(out, (0, 2, 1, 3)), (ops.shape(out)[0], num_queries, -1))
+        out = ops.matmul(out, kernel)
         if bias is not None:
             out = out + bias
 
@@ -269,12 +270,13 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
             results.append(cache)
         return results[0] if len(results) == 1 else tuple(results)
 
-    def _relations(self, query_positions, num_keys, edge_labels):
+    def _relations(self, query_positions, num_keys, edge_labels, use_causal_mask):
         if self.relative_key_embeddings is None and self.relative_value_embeddings is None:
             return None
         if self.num_edge_labels is not None:
             return relative_ops.EdgeLabels(edge_labels, self.num_edge_labels)
-        return relative_ops.ClippedRelativePositions(query_positions, num_keys, self.max_relative_position)
+        return relative_ops.ClippedRelativePositions(query_positions, num_keys, self.max_relative_position,
+                                                     causal=use_causal_mask)
 
     @staticmethod
     def _combined_mask(query_mask, value_mask, key_mask, attention_mask, use_causal_mask, query_positions,

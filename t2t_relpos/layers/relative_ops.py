@@ -4,19 +4,66 @@ A *relation* assigns every (query i, key j) pair one of R labels: the clipped di
 (R = 2k + 1) for sequences, or an arbitrary edge label for graphs. Two operations on relations carry the
 whole relative computation:
 
-* `relative_logits(x, rel)`: `x[b, h, i, r]` (queries against the R key embeddings) -> `[b, h, i, j]` by
-  looking up `r = label(i, j)`. This is the key term `x_i W^Q (a^K_ij)^T`.
-* `relative_weights(p, rel)`: attention weights `p[b, h, i, j]` -> `[b, h, i, r]`, the weight each query gives
-  to each label (the sum of `p[i, j]` over keys j with `label(i, j) = r`). Multiplied by the R value embeddings
-  this is the value term `sum_j p_ij a^V_ij`.
+* `relative_logits(logits, x, rel)`: adds `x[b, h, i, r]` (queries against the R key embeddings) to the
+  logits `[b, h, i, j]`, looking up `r = label(i, j)`. This is the key term `x_i W^Q (a^K_ij)^T`.
+* `relative_values(p, v, a, rel)`: the attention output `sum_j p_ij (v_j + a^V_ij)`, where the value term is
+  `bucket_sums(p) @ a^V`: the bucket sums give the weight each query puts on each label (the sum of `p[i, j]`
+  over keys j with `label(i, j) = r`).
 
-The two are adjoint linear maps, so each is the other's gradient; declaring that with a custom gradient
-keeps the backward pass as cheap as the forward one (the generic gradient of a gather scatters element by
-element). Extra memory beyond standard attention is one `[b, h, n, n]` lookup result and `[b, h, n, R]`
-tensors; nothing scales with `n * n * d`.
+The lookup and the bucket sums are adjoint linear maps, so each is the other's gradient; declaring that with
+a custom gradient keeps the backward pass as cheap as the forward one (the generic gradient of a gather
+scatters element by element). Beyond standard attention nothing of size `[b, h, n, n]` is kept, only
+`[b, h, n, R]` tensors; nothing scales with `n * n * d`.
+
+Cost: every `[b, h, n, n]` pass is memory traffic, and at long lengths it is what relative attention adds to
+a training step. So the lookup is fused with the addition it feeds (one read and one write of the logits or of
+the weights' gradient; on the TensorFlow backend by XLA), and the bucket sums read their input once for the
+row total and at most once more for one edge, gathering only the `2k - 1` band entries of each row.
 """
 
+import keras
 from keras import ops
+
+
+def _fused(fn):
+    """`fn` compiled by XLA on the TensorFlow backend: one pass over memory instead of one per op.
+
+    TensorFlow's kernels write every intermediate: a lookup gathers (or transposes) a whole `[B, H, Tq, Tk]`
+    tensor, and adding it to the logits reads and writes it again. XLA fuses the index arithmetic, the gather
+    and the addition into one loop. JAX compiles everything with XLA already, so other backends call `fn`
+    as it is. Shapes stay dynamic in the trace (`reduce_retracing`); XLA compiles once per concrete shape.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return fn
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    return tf.function(fn, jit_compile=True, reduce_retracing=True)
+
+
+@_fused
+def _take_flat(x, index):
+    """`x[b, h, :, :]` flattened and read at `index` (any int shape): `[B, H] + index.shape`."""
+    shape = ops.shape(x)
+    return ops.take(ops.reshape(x, (shape[0], shape[1], -1)), index, axis=2)
+
+
+@_fused
+def _add_take_flat(base, x, index):
+    """`base + _take_flat(x, index)` in one pass."""
+    shape = ops.shape(x)
+    return base + ops.take(ops.reshape(x, (shape[0], shape[1], -1)), index, axis=2)
+
+
+@_fused
+def _take_labels(x, labels):
+    """`x [B, H, Tq, R]` read at `labels [B, Tq, Tk]` along the last axis: `[B, H, Tq, Tk]`."""
+    return ops.take_along_axis(x, labels[:, None], axis=-1)
+
+
+@_fused
+def _add_take_labels(base, x, labels):
+    """`base + _take_labels(x, labels)` in one pass."""
+    return base + ops.take_along_axis(x, labels[:, None], axis=-1)
 
 
 class ClippedRelativePositions:
@@ -27,16 +74,20 @@ class ClippedRelativePositions:
             when decoding with a cache).
         key_length: int (or scalar tensor) `Tk`; keys sit at positions `0 .. Tk - 1`.
         max_distance: the clipping distance k >= 0. With k = 0 every pair shares one label.
+        causal: the caller promises that whatever `bucket_sums` is given is zero at keys after the query
+            (attention weights and logit gradients under a causal mask; rows whose keys are all masked are
+            exempt when the caller zeroes their output). Then no key is right of the band and the bucket
+            sums need one pass fewer over `[B, H, Tq, Tk]`.
     """
 
-    def __init__(self, query_positions, key_length, max_distance):
+    def __init__(self, query_positions, key_length, max_distance, causal=False):
         if max_distance < 0:
             raise ValueError(f"max_distance must be >= 0, got {max_distance}")
         self.k = int(max_distance)
         self.num_labels = 2 * self.k + 1
+        self.causal = causal
         query_positions = ops.cast(query_positions, "int32")
         num_queries = ops.shape(query_positions)[0]
-        self.key_length = key_length
         key_positions = ops.arange(key_length, dtype="int32")
         distance = key_positions[None, :] - query_positions[:, None]  # [Tq, Tk]
         labels = ops.clip(distance, -self.k, self.k) + self.k
@@ -50,33 +101,39 @@ class ClippedRelativePositions:
             self._band_valid = ops.logical_and(band_keys >= 0, band_keys < key_length)
             self._band_index = query_rows * key_length + ops.clip(band_keys, 0, key_length - 1)
             # ... and the two clipped edges collect everything at distance <= -k or >= k.
-            self._edges = ops.stack([distance <= -self.k, distance >= self.k], axis=-1)  # [Tq, Tk, 2]
+            self._left = distance <= -self.k  # [Tq, Tk]
+            self._right = distance >= self.k
 
-    def gather(self, x, lean=False):
-        """`[B, H, Tq, R]` -> `[B, H, Tq, Tk]`: out[b, h, i, j] = x[b, h, i, label(i, j)].
+    def gather(self, x):
+        """`[B, H, Tq, R]` -> `[B, H, Tq, Tk]`: out[b, h, i, j] = x[b, h, i, label(i, j)]."""
+        return _take_flat(x, self._lookup)
 
-        Gathering rows of B*H values and transposing is about twice as fast as gathering single elements,
-        but briefly holds a second `[B, H, Tq, Tk]` tensor; `lean=True` gathers elements in place, for the
-        backward pass, where memory peaks.
-        """
-        batch, heads, num_queries = ops.shape(x)[0], ops.shape(x)[1], ops.shape(x)[2]
-        if lean:
-            flat = ops.reshape(x, (batch, heads, num_queries * self.num_labels))
-            return ops.take(flat, self._lookup, axis=2)
-        rows = ops.reshape(ops.transpose(x, (2, 3, 0, 1)), (num_queries * self.num_labels, batch * heads))
-        out = ops.take(rows, self._lookup, axis=0)  # [Tq, Tk, B*H]
-        out = ops.reshape(out, (num_queries, self.key_length, batch, heads))
-        return ops.transpose(out, (2, 3, 0, 1))
+    def add_gathered(self, base, x):
+        """`base + self.gather(x)`, without the gathered tensor in memory."""
+        return _add_take_flat(base, x, self._lookup)
 
     def bucket_sums(self, p):
         """`[B, H, Tq, Tk]` -> `[B, H, Tq, R]`: out[b, h, i, r] = sum of p[b, h, i, j] with label(i, j) = r."""
+        total = ops.sum(p, axis=-1, keepdims=True)
         if self.k == 0:
-            return ops.sum(p, axis=-1, keepdims=True)
-        batch, heads, num_queries = ops.shape(p)[0], ops.shape(p)[1], ops.shape(p)[2]
-        flat = ops.reshape(p, (batch, heads, num_queries * self.key_length))
-        band = ops.take(flat, self._band_index, axis=2) * ops.cast(self._band_valid, p.dtype)
-        edges = ops.einsum("bhqk,qke->bhqe", p, ops.cast(self._edges, p.dtype))
-        return ops.concatenate([edges[..., :1], band, edges[..., 1:]], axis=-1)
+            return total
+        band = _take_flat(p, self._band_index) * ops.cast(self._band_valid, p.dtype)  # [B, H, Tq, 2k - 1]
+        # The row total is a cheap reduction; less the band it is both edges. In float32 one edge is then
+        # the difference; in 16 bits the difference could cancel a small edge away, so edges are summed.
+        edges = total - ops.sum(band, axis=-1, keepdims=True)
+        exact = keras.backend.standardize_dtype(p.dtype) in ("float32", "float64")
+        if self.causal:
+            left = edges if exact else _masked_sum(p, self._left)
+            right = ops.zeros_like(total)
+        else:
+            left = _masked_sum(p, self._left)
+            right = edges - left if exact else _masked_sum(p, self._right)
+        return ops.concatenate([left, band, right], axis=-1)
+
+
+def _masked_sum(p, mask):
+    """`sum_j p[..., i, j]` over the keys where `mask[i, j]`: `[B, H, Tq, Tk]` -> `[B, H, Tq, 1]`."""
+    return ops.sum(p * ops.cast(mask, p.dtype), axis=-1, keepdims=True)
 
 
 class EdgeLabels:
@@ -91,9 +148,13 @@ class EdgeLabels:
         self.num_labels = int(num_labels)
         self._labels = ops.cast(labels, "int32")
 
-    def gather(self, x, lean=False):  # pylint: disable=unused-argument
+    def gather(self, x):
         """`[B, H, Tq, R]` -> `[B, H, Tq, Tk]`."""
-        return ops.take_along_axis(x, self._labels[:, None], axis=-1)
+        return _take_labels(x, self._labels)
+
+    def add_gathered(self, base, x):
+        """`base + self.gather(x)`, without the gathered tensor in memory."""
+        return _add_take_labels(base, x, self._labels)
 
     def bucket_sums(self, p):
         """`[B, H, Tq, Tk]` -> `[B, H, Tq, R]`."""
@@ -101,46 +162,59 @@ class EdgeLabels:
         return ops.einsum("bhqk,bqkr->bhqr", p, one_hot)
 
 
-def relative_logits(x, relations):
-    """The key term: `[B, H, Tq, R]` -> `[B, H, Tq, Tk]` (gradient: `relations.bucket_sums`)."""
+def _upstream(args, upstream):
+    """The incoming gradient, however the backend passes it to a custom gradient."""
+    return args[0] if upstream is None else upstream
+
+
+def relative_logits(logits, x, relations):
+    """The key term added to the logits: `logits [B, H, Tq, Tk] + x [B, H, Tq, R]` looked up by relation.
+
+    Gradients: the logits' passes through; x's is `relations.bucket_sums` of it.
+    """
 
     @ops.custom_gradient
-    def lookup(values):
+    def add_lookup(base, values):
         def grad(*args, upstream=None):
-            if upstream is None:
-                (upstream,) = args
-            return relations.bucket_sums(upstream)
+            upstream = _upstream(args, upstream)
+            return upstream, relations.bucket_sums(upstream)
 
-        return relations.gather(values), grad
+        return relations.add_gathered(base, values), grad
 
-    return lookup(x)
-
-
-# Above this many elements of `[B, H, Tq, Tk]` the backward pass gathers in place (`lean=True`): half the
-# speed, but no second tensor of that size where memory peaks. 2^24 floats = 64 MiB.
-LEAN_GATHER_ELEMENTS = 2 ** 24
+    return add_lookup(logits, x)
 
 
-def _gather_for_backward(relations, upstream):
-    shape = upstream.shape
-    if all(isinstance(d, int) for d in shape):  # Static: choose while tracing.
-        size = shape[0] * shape[1] * shape[2] * shape[3]
-        return relations.gather(upstream, lean=size > LEAN_GATHER_ELEMENTS)
-    size = ops.prod(ops.cast(ops.shape(upstream), "float32"))
-    return ops.cond(size > LEAN_GATHER_ELEMENTS, lambda: relations.gather(upstream, lean=True),
-                    lambda: relations.gather(upstream))
+def relative_values(weights, values, table, relations):
+    """Attention output with the value term: `weights @ values + bucket_sums(weights) @ table`.
 
+    `z_i = sum_j p_ij (v_j + a^V_ij)` of eq. 3, in the efficient form. Written as one function so that the
+    weights' gradient, `upstream @ values^T` plus the lookup of `upstream @ table^T`, is summed in the same
+    pass as the lookup.
 
-def relative_weights(p, relations):
-    """The value term's weights: `[B, H, Tq, Tk]` -> `[B, H, Tq, R]` (gradient: `relations.gather`)."""
+    Args:
+        weights: `[B, H, Tq, Tk]` attention weights.
+        values: `[B, H, Tk, d_v]`.
+        table: `[H, R, d_v]` value embeddings per head, or `[R, d_v]` shared by all heads.
+        relations: `ClippedRelativePositions` or `EdgeLabels` of the `[Tq, Tk]` pairs.
+
+    Returns:
+        `[B, H, Tq, d_v]`.
+    """
 
     @ops.custom_gradient
-    def buckets(weights):
+    def attend(p, v, a):
+        per_relation = relations.bucket_sums(p)  # [B, H, Tq, R]
+        out = ops.matmul(p, v) + ops.matmul(per_relation, a)
+
         def grad(*args, upstream=None):
-            if upstream is None:
-                (upstream,) = args
-            return _gather_for_backward(relations, upstream)
+            upstream = _upstream(args, upstream)
+            d_p = relations.add_gathered(ops.matmul(upstream, ops.swapaxes(v, -1, -2)),
+                                         ops.matmul(upstream, ops.swapaxes(a, -1, -2)))
+            d_v = ops.matmul(ops.swapaxes(p, -1, -2), upstream)
+            per_example = ops.matmul(ops.swapaxes(per_relation, -1, -2), upstream)  # [B, H, R, d_v]
+            d_a = ops.sum(per_example, axis=(0, 1) if len(a.shape) == 2 else 0)
+            return d_p, d_v, d_a
 
-        return relations.bucket_sums(weights), grad
+        return out, grad
 
-    return buckets(p)
+    return attend(weights, values, table)
