@@ -92,9 +92,10 @@ def _naive_class():
             labels = relative_labels(n, self.max_relative_position)
             a_key = ops.take(self.relative_key_embeddings, labels, axis=0)  # [n, n, d]
             a_value = ops.take(self.relative_value_embeddings, labels, axis=0)  # [n, n, d]
-            logits = ops.einsum("bqhd,bkhd->bhqk", q, k) + ops.einsum("bqhd,qkd->bhqk", q, a_key)
+            # q, k, v: [B, H, n, d] (the layer's heads-first projections).
+            logits = ops.einsum("bhqd,bhkd->bhqk", q, k) + ops.einsum("bhqd,qkd->bhqk", q, a_key)
             weights = ops.softmax(logits, axis=-1)
-            out = ops.einsum("bhqk,bkhd->bqhd", weights, v) + ops.einsum("bhqk,qkd->bqhd", weights, a_value)
+            out = ops.einsum("bhqk,bhkd->bqhd", weights, v) + ops.einsum("bhqk,qkd->bqhd", weights, a_value)
             out = ops.reshape(out, (ops.shape(out)[0], n, self.num_heads * self.value_dim))
             return ops.matmul(out, self._output[0])
 

@@ -71,7 +71,8 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
         attention_mask: bool `[B, Tq, Tk]`, True where query i may attend to key j.
         use_causal_mask: Mask keys at positions after the query's.
         edge_labels: int `[B, Tq, Tk]` relation labels, required with `num_edge_labels`.
-        cache: dict with `"key"` `[B, S, H, d_z]` and `"value"` `[B, S, H, d_v]`.
+        cache: dict with `"key"` `[B, H, S, d_z]` and `"value"` `[B, H, S, d_v]` (heads first: a decoding
+            step reads them as they are, without a transpose of the whole buffer).
         cache_index: int scalar, where the new keys/values go in `cache` (None: `cache` is precomputed).
         return_attention_scores: Also return the attention weights `[B, H, Tq, Tk]`.
         training: Enables dropout.
@@ -179,11 +180,13 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
 
     # -- projections -------------------------------------------------------------------------------------
     def _project(self, x, weights, depth):
+        """`[B, T, D]` -> `[B, H, T, depth]`: heads first, so every attention product is a batched matmul."""
         kernel, bias = weights
         y = ops.matmul(x, kernel)
         if bias is not None:
             y = y + bias
-        return ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], self.num_heads, depth))
+        y = ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], self.num_heads, depth))
+        return ops.transpose(y, (0, 2, 1, 3))
 
     def compute_key_value(self, value, key=None):
         """Projected keys and values of `value` (and `key`), to reuse across calls as a static `cache`."""
@@ -194,8 +197,8 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
     def init_cache(self, batch_size, max_length, dtype=None):
         """An empty self-attention cache of `max_length` positions."""
         dtype = dtype or self.compute_dtype
-        return {"key": ops.zeros((batch_size, max_length, self.num_heads, self.key_dim), dtype),
-                "value": ops.zeros((batch_size, max_length, self.num_heads, self.value_dim), dtype)}
+        return {"key": ops.zeros((batch_size, self.num_heads, max_length, self.key_dim), dtype),
+                "value": ops.zeros((batch_size, self.num_heads, max_length, self.value_dim), dtype)}
 
     # -- attention ---------------------------------------------------------------------------------------
     def call(self, query, value=None, key=None, query_mask=None, value_mask=None, key_mask=None,
@@ -219,19 +222,18 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
             k = self._project(key, self._key, self.key_dim)
             v = self._project(value, self._value, self.value_dim)
             if cache is not None:
-                start = [0, cache_index, 0, 0]
+                start = [0, 0, cache_index, 0]
                 k = ops.slice_update(cache["key"], start, ops.cast(k, cache["key"].dtype))
                 v = ops.slice_update(cache["value"], start, ops.cast(v, cache["value"].dtype))
                 cache = {"key": k, "value": v}
 
-        num_queries, num_keys = ops.shape(q)[1], ops.shape(k)[1]
+        num_queries, num_keys = ops.shape(q)[2], ops.shape(k)[2]
         first = 0 if cache_index is None else cache_index
         query_positions = first + ops.arange(num_queries, dtype="int32")
         relations = self._relations(query_positions, num_keys, edge_labels, use_causal_mask)
 
-        # Heads lead from here on, `[B, H, T, depth]`: every product below is a plain batched matmul.
-        q = ops.transpose(q, (0, 2, 1, 3)) * ops.cast(self.key_dim ** -0.5, q.dtype)
-        logits = ops.matmul(q, ops.transpose(k, (0, 2, 3, 1)))  # [B, H, Tq, Tk]
+        q = q * ops.cast(self.key_dim ** -0.5, q.dtype)
+        logits = ops.matmul(q, ops.swapaxes(k, -1, -2))  # [B, H, Tq, Tk]
         if relations is not None and self.relative_key_embeddings is not None:
             table = ops.cast(self.relative_key_embeddings, q.dtype)  # [(H,) R, d_z]
             query_relations = ops.matmul(q, ops.swapaxes(table, -1, -2))  # [B, H, Tq, R]
@@ -245,7 +247,6 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
         scores = ops.cast(ops.softmax(logits, axis=-1), self.compute_dtype)
         weights = self.dropout_layer(scores, training=training)
 
-        v = ops.transpose(v, (0, 2, 1, 3))
         if relations is not None and self.relative_value_embeddings is not None:
             table = ops.cast(self.relative_value_embeddings, weights.dtype)  # [(H,) R, d_v]
             out = relative_ops.relative_values(weights, v, table, relations)  # [B, H, Tq, d_v]
@@ -313,7 +314,7 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
         out = keras.KerasTensor(self.compute_output_shape(query.shape), dtype=self.compute_dtype)
         results = [out]
         if return_attention_scores:
-            num_keys = cache["key"].shape[1] if cache is not None else (value if value is not None
+            num_keys = cache["key"].shape[2] if cache is not None else (value if value is not None
                                                                         else query).shape[1]
             shape = (query.shape[0], self.num_heads, query.shape[1], num_keys)
             results.append(keras.KerasTensor(shape, dtype=self.compute_dtype))
