@@ -97,6 +97,17 @@ def time_interleaved_clocks(fns, clocks, reps=5, warmup=1, min_sample_s=0.05):
     The process's CPU time (all its threads) counts the work done whatever else the machine runs, so on a
     shared machine it shows what wall time hides under other processes' load. Samples are sized on wall time.
     """
+    samples = interleaved_samples(fns, clocks, reps, warmup, min_sample_s)
+    return {clock: {name: statistics.median(values) for name, values in by_name.items()}
+            for clock, by_name in samples.items()}
+
+
+def interleaved_samples(fns, clocks, reps=5, warmup=1, min_sample_s=0.05):
+    """The samples behind `time_interleaved_clocks`: {clock: {callable: [seconds per call, one per rep]}}.
+
+    Sample i of every callable comes from repetition i, so samples of the same index were taken minutes
+    apart at most and can be paired (`paired_ratios`).
+    """
     names, clock_names = list(fns), list(clocks)
     clock_fns = tuple(clocks.values())
     numbers = {}
@@ -111,8 +122,20 @@ def time_interleaved_clocks(fns, clocks, reps=5, warmup=1, min_sample_s=0.05):
         for name in names[shift:] + names[:shift]:
             for clock, seconds in zip(clock_names, _clock(fns[name], numbers[name], clock_fns)):
                 samples[clock][name].append(seconds / numbers[name])
-    return {clock: {name: statistics.median(values) for name, values in by_name.items()}
-            for clock, by_name in samples.items()}
+    return samples
+
+
+def paired_ratios(numerators, denominators):
+    """Median and interquartile range of the per-repetition ratios of two sample lists (same length).
+
+    A ratio of two medians mixes repetitions that ran under different conditions; pairing each repetition's
+    two samples cancels what drifted between repetitions, and the spread shows what did not.
+    """
+    ratios = sorted(n / d for n, d in zip(numerators, denominators))
+    if len(ratios) < 2:
+        return {"median": ratios[0], "low": ratios[0], "high": ratios[0]}
+    low, _, high = statistics.quantiles(ratios, n=4, method="inclusive")
+    return {"median": statistics.median(ratios), "low": low, "high": high}
 
 
 def peak_memory_bytes(fn, device="CPU:0"):

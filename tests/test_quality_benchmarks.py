@@ -88,3 +88,23 @@ def test_step_variant_table_gives_ratios_to_plain_and_relative_over_absolute():
     relative = [c.strip() for c in rows.splitlines()[-1].split("|")[1:-1]]
     assert relative == ["small, mixed", "relative", "1300", "1400", "1.08x", "1500", "1.15x",
                         "1.300 / 1.273 / 1.250"]
+
+
+def test_step_ratio_pairs_repetitions_and_reports_their_spread():
+    common = _load("common")
+    # Repetitions 3 and 4 ran under load for both models: pairing cancels it (the ratio of the medians,
+    # 1.06 / 1.0, would not).
+    absolute, relative = [1.0, 1.0, 2.0, 2.0, 1.0], [1.03, 1.06, 2.1, 2.08, 1.04]
+    ratio = common.paired_ratios(relative, absolute)
+    assert abs(ratio["median"] - 1.04) < 1e-9
+    assert abs(ratio["low"] - 1.04) < 1e-9 and abs(ratio["high"] - 1.05) < 1e-9
+    train_step = _load("train_step")
+    result = {"shape": "base", "setting": "long", "variant": "plain", "tokens": 8192,
+              "seconds": {"absolute": 1.0, "relative": 1.05}, "ratio": ratio,
+              "flops": {"relative": 1e11}, "peak_flops": 2e11}
+    table = train_step.report([result], 60.0)
+    row = [line for line in table.splitlines() if line.startswith("| base, long")][0]
+    assert [c.strip() for c in row.split("|")[1:5]] == ["base, long, plain", "1000", "1050", "1.040 (1.040-1.050)"]
+    assert table.rstrip().endswith("met.") and "NOT met" not in table
+    slow = dict(result, ratio={"median": 1.08, "low": 1.07, "high": 1.09})
+    assert "NOT met" in train_step.report([slow], 60.0)
