@@ -41,29 +41,24 @@ def _fused(fn):
     return tf.function(fn, jit_compile=True, reduce_retracing=True)
 
 
-@_fused
-def _take_flat(x, index):
+def _read_flat(x, index):
     """`x[b, h, :, :]` flattened and read at `index` (any int shape): `[B, H] + index.shape`."""
     shape = ops.shape(x)
     return ops.take(ops.reshape(x, (shape[0], shape[1], -1)), index, axis=2)
 
 
+_take_flat = _fused(_read_flat)
+
+
 @_fused
 def _add_take_flat(base, x, index):
-    """`base + _take_flat(x, index)` in one pass."""
-    shape = ops.shape(x)
-    return base + ops.take(ops.reshape(x, (shape[0], shape[1], -1)), index, axis=2)
-
-
-@_fused
-def _take_labels(x, labels):
-    """`x [B, H, Tq, R]` read at `labels [B, Tq, Tk]` along the last axis: `[B, H, Tq, Tk]`."""
-    return ops.take_along_axis(x, labels[:, None], axis=-1)
+    """`base + _read_flat(x, index)` in one pass."""
+    return base + _read_flat(x, index)
 
 
 @_fused
 def _add_take_labels(base, x, labels):
-    """`base + _take_labels(x, labels)` in one pass."""
+    """`base [B, H, Tq, Tk]` plus `x [B, H, Tq, R]` read at `labels [B, Tq, Tk]` along the last axis."""
     return base + ops.take_along_axis(x, labels[:, None], axis=-1)
 
 
@@ -105,12 +100,11 @@ class ClippedRelativePositions:
             self._left = distance <= -self.k  # [Tq, Tk]
             self._right = distance >= self.k
 
-    def gather(self, x):
-        """`[B, H, Tq, R]` -> `[B, H, Tq, Tk]`: out[b, h, i, j] = x[b, h, i, label(i, j)]."""
-        return _take_flat(x, self._lookup)
-
     def add_gathered(self, base, x):
-        """`base + self.gather(x)`, without the gathered tensor in memory."""
+        """`base [B, H, Tq, Tk]` plus the lookup of `x [B, H, Tq, R]`: `base[b, h, i, j] + x[b, h, i, label(i, j)]`.
+
+        The looked-up tensor is never in memory on its own.
+        """
         return _add_take_flat(base, x, self._lookup)
 
     def bucket_sums(self, p):
@@ -149,12 +143,8 @@ class EdgeLabels:
         self.num_labels = int(num_labels)
         self._labels = ops.cast(labels, "int32")
 
-    def gather(self, x):
-        """`[B, H, Tq, R]` -> `[B, H, Tq, Tk]`."""
-        return _take_labels(x, self._labels)
-
     def add_gathered(self, base, x):
-        """`base + self.gather(x)`, without the gathered tensor in memory."""
+        """`base [B, H, Tq, Tk]` plus the lookup of `x [B, H, Tq, R]` by label."""
         return _add_take_labels(base, x, self._labels)
 
     def bucket_sums(self, p):
