@@ -109,20 +109,18 @@ class ClippedRelativePositions:
 
     def bucket_sums(self, p):
         """`[B, H, Tq, Tk]` -> `[B, H, Tq, R]`: out[b, h, i, r] = sum of p[b, h, i, j] with label(i, j) = r."""
-        total = ops.sum(p, axis=-1, keepdims=True)
         if self.k == 0:
-            return total
+            return ops.sum(p, axis=-1, keepdims=True)
         band = _take_flat(p, self._band_index) * ops.cast(self._band_valid, p.dtype)  # [B, H, Tq, 2k - 1]
-        # The row total is a cheap reduction; less the band it is both edges. In float32 one edge is then
-        # the difference; in 16 bits the difference could cancel a small edge away, so edges are summed.
-        edges = total - ops.sum(band, axis=-1, keepdims=True)
-        exact = keras.backend.standardize_dtype(p.dtype) in ("float32", "float64")
-        if self.causal:
-            left = edges if exact else _masked_sum(p, self._left)
-            right = ops.zeros_like(total)
-        else:
+        if keras.backend.standardize_dtype(p.dtype) not in ("float32", "float64"):
+            # In 16 bits a difference of sums could cancel a small edge away: sum each edge on its own.
             left = _masked_sum(p, self._left)
-            right = edges - left if exact else _masked_sum(p, self._right)
+            right = ops.zeros_like(left) if self.causal else _masked_sum(p, self._right)
+        else:
+            # The row total is a cheap reduction; less the band it is both edges, so one edge is a difference.
+            edges = ops.sum(p, axis=-1, keepdims=True) - ops.sum(band, axis=-1, keepdims=True)
+            left = edges if self.causal else _masked_sum(p, self._left)
+            right = ops.zeros_like(edges) if self.causal else edges - left
         return ops.concatenate([left, band, right], axis=-1)
 
 
