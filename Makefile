@@ -24,7 +24,7 @@ $(STAMP): setup.py
 # download), then decode 200 evaluation strings of length up to 400 and print the accuracy by length.
 # Running it again resumes (or just re-evaluates) the run in $(DEMO_DIR).
 demo: $(STAMP)
-	$(BIN)/t2t-relpos-trainer --problem=algorithmic_reverse_decimal40 --hparams_set=transformer_tiny_rel \
+	$(BIN)/t2t-relpos-trainer --problem=algorithmic_reverse_decimal40 --hparams_set=transformer_cpu_rel \
 	    --output_dir=$(DEMO_DIR) --train_steps=$(DEMO_STEPS) --checkpoint_every=250 --eval_steps=4 \
 	    --log_every=100 --seed=1
 	$(BIN)/t2t-relpos-decoder --output_dir=$(DEMO_DIR) --decode_split=eval \

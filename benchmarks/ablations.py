@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/ablations.py [--steps 1500] [--configs k0,k1,...] [--write]
 
-Each configuration is `transformer_tiny_rel` with one change, trained and decoded through the CLIs exactly as
+Each configuration is `transformer_cpu_rel` with one change, trained and decoded through the CLIs exactly as
 `translate_small.py` trains its models (same data, vocabulary, steps, chunks, seed 1; beam 4, alpha 0.6;
 sacreBLEU on test_2016_flickr):
 
@@ -12,7 +12,7 @@ sacreBLEU on test_2016_flickr):
   neither (again no position information).
 
 The work directory is translate_small's (`benchmarks/runs/translate_small`): its prepared data is reused, and so
-are its `transformer_tiny_rel` run (the k = 16 / both row) and `transformer_tiny` run (the sinusoid reference
+are its `transformer_cpu_rel` run (the k = 16 / both row) and `transformer_cpu` run (the sinusoid reference
 row) when they are there; every run resumes from its checkpoints, so an interrupted benchmark picks up where it
 stopped. Without the Multi30k files it prints why and exits 0.
 """
@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402  pylint: disable=wrong-import-position
 import translate_small  # noqa: E402  pylint: disable=wrong-import-position
 
-BASE_SET = "transformer_tiny_rel"
+BASE_SET = "transformer_cpu_rel"
 # name -> (run directory, hparams set, overrides, table, label, the paper's BLEU). The paper's figures: EN-DE
 # newstest2013, base model, k = 16 unless varied (Shaw et al. 2018, Tables 2 and 3).
 CONFIGS = {
@@ -42,7 +42,7 @@ CONFIGS = {
     "values": ("ablation_values_only", BASE_SET, "relative_keys=False", 3, "a^V only", 25.3),
     "neither": ("ablation_neither", BASE_SET, "relative_keys=False,relative_values=False", 3,
                 "neither", 12.5),
-    "sinusoid": ("transformer_tiny", "transformer_tiny", "", 0, "sinusoid, no relative (reference)", None),
+    "sinusoid": ("transformer_cpu", "transformer_cpu", "", 0, "sinusoid, no relative (reference)", None),
 }
 
 

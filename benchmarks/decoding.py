@@ -46,13 +46,13 @@ LENGTHS = (25, 50, 100, 200)
 # name -> (hparams set, overrides, description). Widths 64 and 256; Transformers of 2 + 2 layers, Universal
 # Transformers of one shared block per side (CPU-sized).
 MODELS = {
-    "rel64": ("transformer_tiny_rel", {}, "relative positions (k = 16), width 64, 4 heads, filter 256"),
-    "rel256": ("transformer_tiny_rel", {"hidden_size": 256, "filter_size": 1024},
+    "rel64": ("transformer_cpu_rel", {}, "relative positions (k = 16), width 64, 4 heads, filter 256"),
+    "rel256": ("transformer_cpu_rel", {"hidden_size": 256, "filter_size": 1024},
                "relative positions (k = 16), width 256, 4 heads of 64, filter 1024"),
-    "abs64": ("transformer_tiny", {}, "sinusoid positions, width 64, 4 heads, filter 256"),
-    "ut64": ("universal_transformer_tiny_rel", {},
+    "abs64": ("transformer_cpu", {}, "sinusoid positions, width 64, 4 heads, filter 256"),
+    "ut64": ("universal_transformer_cpu_rel", {},
              "Universal Transformer, relative positions (k = 16), width 64, 8 recurrent steps"),
-    "aut64": ("adaptive_universal_transformer_tiny_rel", {},
+    "aut64": ("adaptive_universal_transformer_cpu_rel", {},
               "adaptive Universal Transformer (ACT, at most 4 steps), relative positions (k = 16), width 64"),
 }
 SEARCHES = ("greedy", "beam")

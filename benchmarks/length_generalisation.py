@@ -26,12 +26,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402  pylint: disable=wrong-import-position
 
 MODELS = {  # name -> hparams set (tiny sizes: 2+2 layers or 2-layer-equivalent recurrences, width 64)
-    "transformer": "transformer_tiny",
-    "transformer_rel": "transformer_tiny_rel",
-    "universal_transformer": "universal_transformer_tiny",
-    "universal_transformer_rel": "universal_transformer_tiny_rel",
-    "adaptive_universal_transformer": "adaptive_universal_transformer_tiny",
-    "adaptive_universal_transformer_rel": "adaptive_universal_transformer_tiny_rel",
+    "transformer": "transformer_cpu",
+    "transformer_rel": "transformer_cpu_rel",
+    "universal_transformer": "universal_transformer_cpu",
+    "universal_transformer_rel": "universal_transformer_cpu_rel",
+    "adaptive_universal_transformer": "adaptive_universal_transformer_cpu",
+    "adaptive_universal_transformer_rel": "adaptive_universal_transformer_cpu_rel",
 }
 TASKS = {"identity": "copy", "reverse": "reverse", "addition": "addition"}
 # Table 4 of Dehghani et al. (2018): char / seq accuracy at length 400 after training on length 40.

@@ -6,8 +6,8 @@ The run goes the way a user's would, with `translate_local` (see problems/transl
 
 1. `t2t-relpos-datagen`: Multi30k task 1 (raw, cased) train / val / test_2016_flickr from --multi30k (default
    `../shared/data/multi30k` next to the repository) into shards and a shared SentencePiece vocabulary;
-2. `t2t-relpos-trainer` for each hparams set (default `transformer_tiny_rel` and its absolute twin
-   `transformer_tiny`), the same steps, batch and seed. Training alternates between the models in --rounds
+2. `t2t-relpos-trainer` for each hparams set (default `transformer_cpu_rel` and its absolute twin
+   `transformer_cpu`), the same steps, batch and seed. Training alternates between the models in --rounds
    chunks (each run resumes from its checkpoint), so that drifting load on a shared machine hits both alike;
    throughput is the trainer's tokens per second (source + target tokens, padding excluded), median over its
    progress lines;
@@ -235,7 +235,7 @@ def add_shared_flags(parser, log_every):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_shared_flags(parser, log_every=50)
-    parser.add_argument("--hparams_sets", default="transformer_tiny_rel,transformer_tiny",
+    parser.add_argument("--hparams_sets", default="transformer_cpu_rel,transformer_cpu",
                         help="Comma-separated; the last one is the baseline of the throughput ratio.")
     parser.add_argument("--hparams", default="", help="Overrides for every set, e.g. batch_size=4096.")
     args = parser.parse_args()

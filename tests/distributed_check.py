@@ -39,7 +39,7 @@ def halves():
 
 
 def run(strategy, batches, accumulation_steps):
-    hparams = registry.hparams("transformer_tiny_rel")
+    hparams = registry.hparams("transformer_cpu_rel")
     hparams.layer_prepostprocess_dropout = 0.0  # Dropout masks differ between devices.
     hparams.accumulation_steps = accumulation_steps
     problem = registry.problem("algorithmic_reverse_decimal40")

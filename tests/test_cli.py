@@ -41,7 +41,8 @@ def test_registry_help_lists_problems_models_and_sets():
     result = run_tool("t2t-relpos-trainer", "--registry_help")
     assert result.returncode == 0, result.stderr
     for name in ("algorithmic_reverse_decimal40", "transformer", "transformer_base", "transformer_big",
-                 "transformer_base_rel", "transformer_big_rel", "transformer_tiny", "transformer_tiny_rel"):
+                 "transformer_base_rel", "transformer_big_rel", "transformer_tiny", "transformer_tiny_rel",
+                 "transformer_cpu_rel", "babi_qa_facts_all_tasks_1k", "universal_transformer_encoder"):
         assert name in result.stdout
 
 

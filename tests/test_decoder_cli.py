@@ -17,7 +17,7 @@ def run_dir(tmp_path_factory):
     """A run trained for a few steps by the trainer CLI, with checkpoints at steps 10 and 20 and an export."""
     directory = tmp_path_factory.mktemp("run")
     result = run_tool("t2t-relpos-trainer", "--problem=algorithmic_reverse_decimal40",
-                      "--hparams_set=transformer_tiny_rel", "--hparams=batch_size=256,max_length=12,beam_size=2",
+                      "--hparams_set=transformer_cpu_rel", "--hparams=batch_size=256,max_length=12,beam_size=2",
                       f"--output_dir={directory}", "--train_steps=20", "--checkpoint_every=10", "--eval_steps=1",
                       "--export", timeout=400)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -127,7 +127,7 @@ def test_ponder_plot_of_decoded_sources(tmp_path):
     from t2t_relpos.training import trainer  # pylint: disable=import-outside-toplevel
 
     problem = registry.problem("algorithmic_reverse_decimal40")
-    model = trainer.build_model(registry.hparams("adaptive_universal_transformer_tiny_rel"), problem)
+    model = trainer.build_model(registry.hparams("adaptive_universal_transformer_cpu_rel"), problem)
     translator = translator_lib.Translator(model, problem, beam_size=1)
     path = decode_io.write_ponder_plot(translator, ["0123", "", "98765"], str(tmp_path / "ponder.png"))
     with open(path, "rb") as f:

@@ -55,12 +55,27 @@ def test_relative_sets():
     assert registry.hparams("transformer_big_rel_enfr").layer_prepostprocess_dropout == 0.1
 
 
-def test_tiny_sets_are_small():
+def test_tiny_sets_are_tensor2tensors():
+    """transformer_tiny is tensor2tensor's: transformer_base_v3 (pre-norm, FFN 2048, beta2 0.997, lr 2.0 x the
+    noam schedule with 8000 warm-up steps) with 2 layers of width 128, FFN 512, 4 heads."""
+    v3 = registry.hparams("transformer_base_v3")
+    assert (v3.norm_position, v3.hidden_size, v3.filter_size, v3.num_heads) == ("pre", 512, 2048, 8)
+    assert (v3.layer_prepostprocess_dropout, v3.attention_dropout, v3.relu_dropout) == (0.1, 0.1, 0.1)
+    assert (v3.optimizer_adam_beta2, v3.learning_rate, v3.learning_rate_warmup_steps) == (0.997, 2.0, 8000)
     for name in ("transformer_tiny", "transformer_tiny_rel"):
         hp = registry.hparams(name)
         assert hp.num_encoder_layers == hp.num_decoder_layers == 2
-        assert 64 <= hp.hidden_size <= 128
+        assert (hp.norm_position, hp.hidden_size, hp.filter_size, hp.num_heads) == ("pre", 128, 512, 4)
+        assert (hp.learning_rate, hp.learning_rate_warmup_steps) == (2.0, 8000)
     assert registry.hparams("transformer_tiny_rel").position_encoding == "relative"
+
+
+def test_cpu_sets_are_small_and_quick():
+    for name in ("transformer_cpu", "transformer_cpu_rel"):
+        hp = registry.hparams(name)
+        assert hp.num_encoder_layers == hp.num_decoder_layers == 2
+        assert (hp.hidden_size, hp.filter_size, hp.learning_rate_warmup_steps) == (64, 256, 400)
+    assert registry.hparams("transformer_cpu_rel").position_encoding == "relative"
 
 
 def test_overrides_are_typed():
@@ -136,7 +151,7 @@ def test_a_different_set_for_a_stored_run_is_refused(tmp_path):
     stored.save(str(tmp_path), stored.resolve("transformer_tiny_rel"), "p", "transformer")
     with pytest.raises(errors.HParamsError, match="--hparams_set=transformer_tiny_rel, not transformer_tiny"):
         stored.resolve_for_run(str(tmp_path), "transformer_tiny")
-    with pytest.raises(errors.HParamsError, match=r"hidden_size=64 \(asked 80\)"):
+    with pytest.raises(errors.HParamsError, match=r"hidden_size=128 \(asked 80\)"):
         stored.resolve_for_run(str(tmp_path), hparams_set=None, overrides="hidden_size=80")
     with pytest.raises(errors.HParamsError, match="--problem=p, not q"):
         stored.resolve_for_run(str(tmp_path), problem="q")

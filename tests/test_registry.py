@@ -91,7 +91,7 @@ def test_usr_dir_file_registers_problems_models_and_gin_sets(tmp_path):
         assert registry.hparams("usr_dir_test_set").hidden_size == 96
         assert registry.hparams("usr_dir_test_set").position_encoding == "relative"
         hp = registry.hparams("usr_dir_test_gin")
-        assert (hp.num_heads, hp.hidden_size) == (2, 64)
+        assert (hp.num_heads, hp.hidden_size) == (2, 128)
     finally:
         registry.HPARAMS.remove("usr_dir_test_set")
         registry.HPARAMS.remove("usr_dir_test_gin")

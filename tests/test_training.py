@@ -22,7 +22,7 @@ TRAINER = "import t2t_relpos.cli.trainer as m; m.run()"
 
 def test_tiny_relative_transformer_learns_to_reverse(tmp_path):
     problem = algorithmic.AlgorithmicReverseDecimal40(train_length=8, eval_length=8, num_eval_examples=200)
-    hparams = registry.hparams("transformer_tiny_rel")
+    hparams = registry.hparams("transformer_cpu_rel")
     hparams.parse("batch_size=512,learning_rate=0.5,learning_rate_warmup_steps=100,max_relative_position=8")
     trainer = trainer_lib.Trainer(problem, hparams, str(tmp_path), seed=1, checkpoint_every=400, eval_every=0,
                                   verbose=False)
@@ -60,7 +60,7 @@ def _free_ports(count):
 
 def _trainer_args(output_dir, steps, *extra):
     return [sys.executable, "-c", TRAINER, "--problem=algorithmic_reverse_binary40",
-            "--hparams_set=transformer_tiny_rel", "--hparams=batch_size=256,max_length=16",
+            "--hparams_set=transformer_cpu_rel", "--hparams=batch_size=256,max_length=16",
             f"--output_dir={output_dir}", f"--train_steps={steps}", "--eval_steps=1", "--log_every=1", *extra]
 
 

@@ -83,7 +83,7 @@ def test_pipeline_batches_shards_under_the_token_budget(prepared):
     from t2t_relpos.data import pipeline  # pylint: disable=import-outside-toplevel
 
     problem, data_dir, _, _ = prepared
-    hparams = registry.hparams("transformer_tiny_rel").parse("batch_size=96,max_length=48")
+    hparams = registry.hparams("transformer_cpu_rel").parse("batch_size=96,max_length=48")
     shapes = set()
     for batch in pipeline.input_dataset(problem, hparams, "train", data_dir, seed=1).take(30):
         rows, length = batch["inputs"].shape[0], max(batch["inputs"].shape[1], batch["targets"].shape[1])

@@ -47,7 +47,7 @@ print(json.dumps([t.decode() for t in out["outputs"].numpy().tolist()]))
 def test_train_decode_with_bleu_and_export(tmp_path):
     make_raw(tmp_path)
     run, data_dir = tmp_path / "run", tmp_path / "data"
-    trained = run_tool("t2t-relpos-trainer", "--problem=translate_local", "--hparams_set=transformer_tiny_rel",
+    trained = run_tool("t2t-relpos-trainer", "--problem=translate_local", "--hparams_set=transformer_cpu_rel",
                        "--hparams=batch_size=256,max_length=40,beam_size=2,extra_length=8", f"--data_dir={data_dir}",
                        f"--tmp_dir={tmp_path}", f"--output_dir={run}", "--generate_data", "--train_steps=10",
                        "--checkpoint_every=10", "--eval_steps=1", "--export", timeout=400)

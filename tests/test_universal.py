@@ -361,7 +361,7 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
     from t2t_relpos.problems.algorithmic import AlgorithmicIdentityBinary40
     from t2t_relpos.training.trainer import Trainer
     strategy = strategy_lib.make_strategy("mirrored")
-    hp = registry.hparams("adaptive_universal_transformer_tiny").parse(
+    hp = registry.hparams("adaptive_universal_transformer_cpu").parse(
         "hidden_size=16,filter_size=32,num_heads=2,batch_size=64,max_length=8,act_max_steps=2")
     problem = AlgorithmicIdentityBinary40(train_length=6, eval_length=6, num_eval_examples=8)
     trainer = Trainer(problem, hp, sys.argv[1], strategy=strategy, seed=3, jit_compile=True, eval_every=0,
@@ -392,7 +392,7 @@ def test_adaptive_tiny_learns_to_copy(tmp_path):
     from t2t_relpos.training.trainer import Trainer  # pylint: disable=import-outside-toplevel
 
     # The set as it is, with a shorter warmup and a gentler peak learning rate for a 300-step run.
-    hp = registry.hparams("adaptive_universal_transformer_tiny").parse(
+    hp = registry.hparams("adaptive_universal_transformer_cpu").parse(
         "batch_size=256,max_length=10,learning_rate_warmup_steps=100,learning_rate=0.5")
     problem = AlgorithmicIdentityBinary40(train_length=6, eval_length=6, num_eval_examples=64)
     trainer = Trainer(problem, hp, str(tmp_path), seed=5, eval_every=0, checkpoint_every=10 ** 6, verbose=False)
@@ -456,6 +456,10 @@ SETS = {
     "universal_transformer_base_rel": ("basic", "relative"),
     "adaptive_universal_transformer_base": ("act", "sinusoid"),
     "adaptive_universal_transformer_base_rel": ("act", "relative"),
+    "universal_transformer_cpu": ("basic", "sinusoid"),
+    "universal_transformer_cpu_rel": ("basic", "relative"),
+    "adaptive_universal_transformer_cpu": ("act", "sinusoid"),
+    "adaptive_universal_transformer_cpu_rel": ("act", "relative"),
 }
 
 
@@ -467,18 +471,25 @@ def test_hparams_sets(name):
     assert (hp.recurrence_type, hp.position_encoding, hp.transition_type) == (recurrence_type, position_encoding,
                                                                              "ffn")
     assert (hp.act_epsilon, hp.act_halting_bias_init, hp.act_loss_weight) == (0.01, 1.0, 0.01)
-    if "base" in name:  # tensor2tensor's universal_transformer_base: transformer_base widened.
+    # Every UT set is pre-norm, as tensor2tensor's (derived from its transformer_base_v3).
+    assert hp.norm_position == "pre"
+    if "base" in name:  # tensor2tensor's universal_transformer_base: transformer_base_v3 widened.
         assert (hp.hidden_size, hp.filter_size, hp.num_heads) == (1024, 4096, 16)
         assert hp.layer_prepostprocess_dropout == 0.3
         assert (hp.num_rec_steps, hp.act_max_steps) == (6, 12)
-        assert hp.label_smoothing == 0.1 and hp.learning_rate_warmup_steps == 4000
+        assert hp.label_smoothing == 0.1 and hp.learning_rate_warmup_steps == 8000
+        assert (hp.learning_rate, hp.optimizer_adam_beta2) == (2.0, 0.997)
         if position_encoding == "relative":  # The big model's relative setting (same shape).
             assert hp.max_relative_position == 8 and hp.heads_share_relative_embeddings
-    else:
-        assert (hp.hidden_size, hp.num_heads) == (64, 4)
+    elif "tiny" in name:  # tensor2tensor's universal_transformer_tiny: transformer_tiny's block, 8 steps.
+        assert (hp.hidden_size, hp.filter_size, hp.num_heads) == (128, 512, 4)
         assert (hp.num_rec_steps, hp.act_max_steps) == (8, 4)
+        assert (hp.learning_rate, hp.learning_rate_warmup_steps, hp.optimizer_adam_beta2) == (2.0, 8000, 0.997)
         if position_encoding == "relative":
             assert hp.max_relative_position == 16 and not hp.heads_share_relative_embeddings
+    else:  # The package's CPU-sized sets: width 64, a short warm-up.
+        assert (hp.hidden_size, hp.filter_size, hp.num_heads) == (64, 256, 4)
+        assert (hp.num_rec_steps, hp.act_max_steps, hp.learning_rate_warmup_steps) == (8, 4, 400)
     model = UniversalTransformer.from_hparams(hp.parse("hidden_size=16,filter_size=32,num_heads=2"), VOCAB, VOCAB)
     assert model.encoder.recurrence_type == recurrence_type
     assert model.encoder.num_steps == (hp.act_max_steps if recurrence_type == "act" else hp.num_rec_steps)
