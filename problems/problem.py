@@ -1,7 +1,7 @@
 """The problem API: where examples come from, how their text maps to ids, and how they are judged.
 
 A problem yields examples `{"inputs": int32 [length], "targets": int32 [length]}`, each sequence ending in
-`EOS_ID`, for the splits "train" (infinite), "eval" and "test" (finite and the same on every call). The ids
+`EOS_ID` (a classification problem's targets are one label id, `[label]`, without EOS), for the splits "train" (infinite), "eval" and "test" (finite and the same on every call). The ids
 0 and 1 are reserved in every vocabulary: 0 pads batches, 1 ends a sequence.
 
 Subclasses implement `feature_encoders` and `_dataset`; the rest has sensible defaults:
@@ -175,6 +175,14 @@ class Problem(abc.ABC):
         """Returns `(input_vocab_size, target_vocab_size)`, reserved ids included."""
         encoders = self.feature_encoders(data_dir)
         return encoders["inputs"].vocab_size, encoders["targets"].vocab_size
+
+    def model_arguments(self, data_dir=None):
+        """Model constructor arguments that the data fixes (e.g. `{"fact_width": 12}` for bAbI's facts layout).
+
+        A model that does not accept them cannot read this problem's inputs, and fails when it is built.
+        """
+        del data_dir
+        return {}
 
     @property
     def max_eval_length(self):

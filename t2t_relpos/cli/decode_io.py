@@ -100,7 +100,10 @@ def _one_line(text):
 
 
 def write_ponder_plot(translator, sources, path, rows=16):
-    """Heatmap of the encoder's ponder time per source token for the first `rows` non-empty sources."""
+    """Heatmap of the encoder's ponder time per source token for the first `rows` non-empty sources.
+
+    A model over sentences (bAbI's facts layout) gets, instead, one bar per fact of the first source.
+    """
     import numpy as np  # pylint: disable=import-outside-toplevel
 
     from t2t_relpos.decoding import ponder_plot  # pylint: disable=import-outside-toplevel
@@ -113,6 +116,11 @@ def write_ponder_plot(translator, sources, path, rows=16):
         batch[row, :len(ids)] = ids
     times = np.asarray(translator.model.ponder_times(batch))
     decode = translator.input_encoder.decode
+    width = getattr(translator.model, "fact_width", 0)
+    if width:
+        ids = chosen[0][:-1]  # Without the EOS.
+        facts = [decode(ids[i:i + width]) for i in range(0, len(ids), width)]
+        return ponder_plot.write_ponder_bars(facts, times[0, :len(facts)], path)
     tokens = [[decode([i]) for i in ids[:-1]] + ["<eos>"] for ids in chosen]
     return ponder_plot.write_ponder_heatmap(tokens, times, path)
 

@@ -46,9 +46,10 @@ def decode_hparams(hparams):
     """Decoding settings: the run's beam_size/alpha/extra_length, then --decode_hparams."""
     from t2t_relpos.hparams import HParams  # pylint: disable=import-outside-toplevel
 
+    # Inputs as long as the model was trained on are not truncated (bAbI stories run to 2701 tokens).
     return HParams(beam_size=hparams.beam_size, alpha=hparams.alpha, extra_length=hparams.extra_length,
                    batch_size=32, return_beams=False, temperature=0.0, top_k=0,
-                   max_input_length=1024, num_samples=0).parse(FLAGS.decode_hparams)
+                   max_input_length=max(1024, hparams.max_length), num_samples=0).parse(FLAGS.decode_hparams)
 
 
 def main(argv):  # pylint: disable=unused-argument
@@ -99,7 +100,10 @@ def main(argv):  # pylint: disable=unused-argument
     if references is not None:
         from t2t_relpos.decoding import scoring
 
-        for line in scoring.report(problem.decode_metric, hypotheses, references):
+        groups = None
+        if FLAGS.decode_split and hasattr(problem, "example_groups"):
+            groups = problem.example_groups(FLAGS.decode_split, FLAGS.data_dir)[:len(references)]
+        for line in scoring.report(problem.decode_metric, hypotheses, references, groups):
             print(line, flush=True)
     return 0
 

@@ -34,8 +34,46 @@ def sequence_accuracy(hypotheses, references):
             "sequences": n}
 
 
-def report(metric, hypotheses, references):
-    """Human-readable lines for the problem's decode metric ("bleu" or "accuracy")."""
+def answer_accuracy(hypotheses, references, groups=None):
+    """Exact-match accuracy of answers, overall and per group (bAbI: per task).
+
+    Returns:
+        {"accuracy": ..., "questions": n, "groups": {group: (accuracy, n)}} (groups in first-seen order).
+    """
+    right = [h == r for h, r in zip(hypotheses, references)]
+    per_group = {}
+    for group, ok in zip(groups or [], right):
+        per_group.setdefault(group, []).append(ok)
+    return {"accuracy": sum(right) / len(right) if right else 1.0, "questions": len(right),
+            "groups": {g: (sum(v) / len(v), len(v)) for g, v in per_group.items()}}
+
+
+# A bAbI task counts as failed above 5% error (Weston et al. 2015; the UT paper's Table 1).
+FAILED_ERROR = 0.05
+
+
+def _answer_lines(hypotheses, references, groups):
+    scores = answer_accuracy(hypotheses, references, groups)
+    lines = [f"answer_accuracy = {scores['accuracy']:.4f}  error = {100 * (1 - scores['accuracy']):.2f}%  "
+             f"({scores['questions']} questions)"]
+    if len(scores["groups"]) > 1:
+        errors = []
+        for group, (accuracy, n) in scores["groups"].items():
+            errors.append(1 - accuracy)
+            lines.append(f"  {group:<5} accuracy = {accuracy:.4f}  error = {100 * (1 - accuracy):.2f}%  ({n})")
+        failed = sum(e > FAILED_ERROR for e in errors)
+        lines.append(f"mean error over {len(errors)} groups = {100 * sum(errors) / len(errors):.2f}%  "
+                     f"failed (error > {100 * FAILED_ERROR:.0f}%) = {failed}")
+    return lines
+
+
+def report(metric, hypotheses, references, groups=None):
+    """Human-readable lines for the problem's decode metric ("bleu", "accuracy" or "answer_accuracy").
+
+    `groups` (one name per example, for "answer_accuracy") adds a line per group, e.g. per bAbI task.
+    """
+    if metric == "answer_accuracy":
+        return _answer_lines(hypotheses, references, groups)
     if metric == "bleu":
         lines = []
         for tokenize in ("13a", "intl"):

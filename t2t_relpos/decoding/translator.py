@@ -14,13 +14,17 @@ import tensorflow as tf
 from t2t_relpos.decoding import search
 
 EOS_ID = 1
+NUM_RESERVED_IDS = 2
 
 
 class Translator:
     """Decodes text with a trained model and its problem's encoders.
 
+    A model with `classify` (the encoder-only classifiers) answers each source with one label instead: the
+    `beam_size` most probable labels with their log-probabilities.
+
     Args:
-        model: A model with `encode` / `init_cache` / `decode_step` (e.g. `Transformer`).
+        model: A model with `encode` / `init_cache` / `decode_step` (e.g. `Transformer`), or `classify`.
         problem: Its `Problem` (for the text encoders).
         data_dir: Where the problem's vocabulary lives, if it has one.
         beam_size: 1 decodes greedily; more runs beam search.
@@ -50,6 +54,7 @@ class Translator:
         self.top_k = top_k
         self._seed = keras.random.SeedGenerator(seed) if temperature > 0 else None
         self._search = tf.function(self._search_ids, reduce_retracing=True, jit_compile=jit_compile)
+        self.classifies = hasattr(model, "classify")
 
     def encode(self, text):
         """Source ids with EOS, and whether the text was cut to `max_input_length` tokens."""
@@ -60,6 +65,12 @@ class Translator:
         return ids + [EOS_ID], truncated
 
     def _search_ids(self, inputs, max_length):
+        if self.classifies:
+            log_probs = tf.nn.log_softmax(self.model.classify(inputs, training=False), axis=-1)
+            reserved = tf.range(tf.shape(log_probs)[-1]) < NUM_RESERVED_IDS  # PAD and EOS are not labels.
+            log_probs = tf.where(reserved, -float("inf"), log_probs)
+            scores, labels = tf.math.top_k(log_probs, k=min(self.beam_size, log_probs.shape[-1] - NUM_RESERVED_IDS))
+            return labels[..., None], scores
         if self.beam_size > 1:
             return search.beam_search(self.model, inputs, max_length, self.beam_size, self.alpha)
         ids, scores = search.greedy(self.model, inputs, max_length, self.temperature, self.top_k, self._seed)

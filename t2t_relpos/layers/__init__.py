@@ -2,6 +2,7 @@
 
 from t2t_relpos.layers.act import AdaptiveComputationTime, ponder_cost
 from t2t_relpos.layers.embedding import TokenEmbedding
+from t2t_relpos.layers.fact_embedding import FactEmbedding
 from t2t_relpos.layers.position import SinusoidalPositionEncoding, StepEncoding, timing_signal
 from t2t_relpos.layers.relative_attention import RelationAwareMultiHeadAttention
 from t2t_relpos.layers.transformer_block import (FeedForward, TransformerDecoderBlock,
@@ -13,6 +14,7 @@ from t2t_relpos.layers.universal_block import UniversalDecoderBlock, UniversalEn
 
 __all__ = [
     "AdaptiveComputationTime",
+    "FactEmbedding",
     "FeedForward",
     "RelationAwareMultiHeadAttention",
     "SeparableConvTransition",

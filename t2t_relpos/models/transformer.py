@@ -19,6 +19,23 @@ ARCHITECTURE_HPARAMS = (
 )
 
 
+def stack_arguments(architecture, dtype):
+    """The encoder/decoder stacks' constructor arguments from a model's architecture hparams."""
+    a = architecture
+    return {
+        "hidden_size": a["hidden_size"], "num_heads": a["num_heads"], "filter_size": a["filter_size"],
+        "key_dim": a["attention_key_channels"] or None, "value_dim": a["attention_value_channels"] or None,
+        "position_encoding": a["position_encoding"], "max_relative_position": a["max_relative_position"],
+        "use_relative_keys": a["relative_keys"], "use_relative_values": a["relative_values"],
+        "heads_share_relative_embeddings": a["heads_share_relative_embeddings"],
+        "dropout": a["layer_prepostprocess_dropout"], "attention_dropout": a["attention_dropout"],
+        "relu_dropout": a["relu_dropout"], "norm_position": a["norm_position"], "norm_epsilon": a["norm_epsilon"],
+        "kernel_initializer": keras.initializers.VarianceScaling(
+            scale=a["initializer_gain"], mode="fan_avg", distribution="uniform"),
+        "dtype": dtype,
+    }
+
+
 def shift_right(targets):
     """Decoder inputs: `[B, T]` targets preceded by the start symbol (PAD, which embeds to zeros)."""
     return ops.pad(targets, [[0, 0], [1, 0]], constant_values=PAD_ID)[:, :-1]
@@ -99,20 +116,7 @@ class Transformer(keras.Model):
 
     # -- construction (overridden by the Universal Transformer) -----------------------------------------
     def stack_arguments(self):
-        a = self.architecture
-        return {
-            "hidden_size": a["hidden_size"], "num_heads": a["num_heads"], "filter_size": a["filter_size"],
-            "key_dim": a["attention_key_channels"] or None, "value_dim": a["attention_value_channels"] or None,
-            "position_encoding": a["position_encoding"], "max_relative_position": a["max_relative_position"],
-            "use_relative_keys": a["relative_keys"], "use_relative_values": a["relative_values"],
-            "heads_share_relative_embeddings": a["heads_share_relative_embeddings"],
-            "dropout": a["layer_prepostprocess_dropout"], "attention_dropout": a["attention_dropout"],
-            "relu_dropout": a["relu_dropout"], "norm_position": a["norm_position"],
-            "norm_epsilon": a["norm_epsilon"],
-            "kernel_initializer": keras.initializers.VarianceScaling(
-                scale=a["initializer_gain"], mode="fan_avg", distribution="uniform"),
-            "dtype": self.dtype_policy,
-        }
+        return stack_arguments(self.architecture, self.dtype_policy)
 
     def make_encoder(self, num_layers, stack_kwargs):
         return TransformerEncoder(num_layers, name="encoder", **stack_kwargs)

@@ -40,9 +40,20 @@ class TrainingInterrupted(Exception):
 
 def build_model(hparams, problem, data_dir=None, model_name=None, dtype=None):
     """The registered model `model_name` (default `hparams.model`) for `problem`'s vocabularies, built."""
+    from t2t_relpos import errors  # pylint: disable=import-outside-toplevel
+
     input_vocab, target_vocab = problem.vocab_sizes(data_dir)
-    model_class = registry.model(model_name or hparams.model)
-    model = model_class.from_hparams(hparams, input_vocab, target_vocab, dtype=dtype)
+    name = model_name or hparams.model
+    model_class = registry.model(name)
+    arguments = problem.model_arguments(data_dir)
+    try:
+        model = model_class.from_hparams(hparams, input_vocab, target_vocab, dtype=dtype, **arguments)
+    except (TypeError, ValueError) as e:  # Keras refuses unknown constructor arguments with a ValueError.
+        if not arguments or not any(a in str(e) for a in arguments):
+            raise
+        raise errors.T2TRelposError(
+            f"model {name} cannot read {problem.name}'s inputs (it needs {sorted(arguments)}); use a model "
+            f"that accepts them, e.g. transformer_encoder or universal_transformer_encoder") from None
     model.build()
     return model
 
@@ -263,7 +274,9 @@ class Trainer:
         if max_batches:
             dataset = dataset.take(max_batches)
         totals = {}
+        first = None
         for batch in dataset:
+            first = batch if first is None else first
             for name, value in self._eval_step(batch).items():
                 totals[name] = totals.get(name, 0.0) + value.numpy()
         if not totals:
@@ -272,7 +285,25 @@ class Trainer:
                    for name in totals if name.endswith("_num")}
         if self.is_chief:
             self._write_summaries("eval", metrics, self.step)
+            if getattr(self.model, "adaptive", False):
+                self._write_ponder_summaries(first)
         return metrics
+
+    def _write_ponder_summaries(self, batch, rows=16):
+        """ACT: histograms of the ponder time of every position of an eval batch, and a picture of it.
+
+        The image has one row per example (the first `rows`) and one pixel column per position, brighter for
+        longer pondering (white = the step limit + 1, black = padding).
+        """
+        details = self.model(batch, training=False, return_details=True)
+        limit = float(getattr(self.model, "recurrence", {}).get("act_max_steps", 1)) + 1.0
+        with self._writers["eval"].as_default(step=self.step):  # Created by the metrics' summaries.
+            for name, times in details.get("ponder_times", {}).items():
+                times = tf.cast(times, tf.float32)
+                # Ponder times are 0 exactly at padding and at least 1 elsewhere.
+                tf.summary.histogram(f"ponder_time/{name}", tf.boolean_mask(times, times > 0.0))
+                picture = tf.clip_by_value(times[:rows] / limit, 0.0, 1.0)[None, :, :, None]
+                tf.summary.image(f"ponder_time/{name}", picture)
 
     def _evaluate_batch(self, batch):
         details = self.model(batch, training=False, return_details=True)

@@ -1,0 +1,189 @@
+"""bAbI question answering, the Universal Transformer paper's Table 1 protocol, through the real CLIs.
+
+    .venv/bin/python benchmarks/babi.py --data_dir ../shared/data/babi [--subset 1k]
+        [--models adaptive_universal_transformer_babi:facts,...] [--seeds 1,2] [--train_steps 20000]
+        [--jobs 2] [--write]
+
+Each (hparams set, input layout, seed) trains with `t2t-relpos-trainer` on `babi_qa_<layout>_all_tasks_<subset>`
+(all 20 tasks jointly; every 10th training story held out for validation), then `t2t-relpos-decoder` answers the
+validation and the test questions and reports the error of every task. Per model the seed with the lowest mean
+validation error is kept, as the paper picked the best of 10 runs on validation; its test errors are reported
+with the mean, the failed tasks (error > 5%) and the paper's row. Runs live in `--work_dir` and resume: a run
+whose checkpoint has reached `--train_steps` is only decoded again if its results are missing, so raising
+`--train_steps` continues every run where it stopped. `--ponder_plot` draws the ponder time per fact of the
+first qa3 test story for the adaptive models (the paper's Figure 3). Without the data the script says where to
+put it and exits.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import common  # noqa: E402  pylint: disable=wrong-import-position
+
+DEFAULT_MODELS = "adaptive_universal_transformer_babi:facts,adaptive_universal_transformer_babi_rel:facts"
+# Table 1 of Dehghani et al. (2018): average error (%) and failed tasks (> 5% error), best of 10 seeds.
+PAPER = {
+    "1k": {"Transformer": (26.8, 14), "Universal Transformer": (8.50, 8), "Adaptive UT": (7.85, 5)},
+    "10k": {"Transformer": (22.1, 12), "Universal Transformer": (0.47, 0), "Adaptive UT": (0.29, 0)},
+}
+TASK_ERROR = re.compile(r"^\s+qa(\d+)\s+accuracy = [0-9.]+\s+error = ([0-9.]+)%", re.M)
+PONDER = re.compile(r"encoder_ponder_time ([0-9.]+)")
+
+
+def _tool(module, *args, log, threads=0):
+    """Runs a package CLI as `python -c`, appending its output to `log`; returns its stdout."""
+    code = f"import t2t_relpos.cli.{module} as m; m.run()"
+    env = dict(os.environ)
+    if threads:
+        env.update(TF_NUM_INTRAOP_THREADS=str(threads), TF_NUM_INTEROP_THREADS=str(threads))
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=False,
+                          env=env)
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{module} failed ({proc.returncode}); see {log}")
+    return proc.stdout
+
+
+def run_name(hparams_set, layout, seed):
+    return f"{hparams_set}_{layout}_s{seed}"
+
+
+def run_one(hparams_set, layout, seed, args):
+    """Trains (or resumes) one run and decodes validation and test: {"eval": {task: error}, "test": ..., ...}."""
+    run_dir = os.path.join(args.work_dir, run_name(hparams_set, layout, seed))
+    log = run_dir + ".log"
+    saved = os.path.join(run_dir, "result.json")
+    if os.path.exists(saved):
+        with open(saved, encoding="utf-8") as f:
+            previous = json.load(f)
+        if previous["train_steps"] == args.train_steps:
+            return previous
+    threads = 1 if args.jobs > 1 else 0
+    problem = f"babi_qa_{layout}_all_tasks_{args.subset}"
+    began = time.perf_counter()
+    trained = _tool("trainer", f"--problem={problem}", f"--hparams_set={hparams_set}", f"--data_dir={args.data_dir}",
+                    f"--output_dir={run_dir}", f"--train_steps={args.train_steps}", "--eval_steps=20",
+                    f"--checkpoint_every={args.checkpoint_every}", "--log_every=500", f"--seed={seed}",
+                    log=log, threads=threads)
+    result = {"train_steps": args.train_steps, "hparams_set": hparams_set, "layout": layout, "seed": seed,
+              "train_seconds": time.perf_counter() - began}
+    ponder = PONDER.findall(trained)
+    result["ponder_time"] = float(ponder[-1]) if ponder else None
+    for split in ("eval", "test"):
+        decoded = _tool("decoder", f"--output_dir={run_dir}", f"--data_dir={args.data_dir}",
+                        f"--decode_split={split}", f"--decode_to_file={os.path.join(run_dir, split + '.txt')}",
+                        "--decode_hparams=beam_size=1,batch_size=64", log=log, threads=threads)
+        result[split] = {int(task): float(error) for task, error in TASK_ERROR.findall(decoded)}
+    if args.ponder_plot and "adaptive" in hparams_set:
+        result["ponder_plot"] = ponder_plot(run_dir, args, log, threads)
+    result["seconds"] = time.perf_counter() - began
+    with open(saved, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
+def ponder_plot(run_dir, args, log, threads):
+    """The ponder time per fact of the first qa3 test story (the paper's Figure 3), as a PNG in `run_dir`."""
+    from t2t_relpos.problems import babi_text  # pylint: disable=import-outside-toplevel  # No TensorFlow.
+
+    story = os.path.join(run_dir, "qa3_story.txt")
+    with open(story, "w", encoding="utf-8") as f:
+        f.write(babi_text.example_text(babi_text.read_task(args.data_dir, args.subset, 3, "test")[0]) + "\n")
+    path = os.path.join(run_dir, "ponder_qa3.png")
+    _tool("decoder", f"--output_dir={run_dir}", f"--data_dir={args.data_dir}", f"--decode_from_file={story}",
+          f"--decode_to_file={story}.answer", f"--decode_ponder_plot={path}", log=log, threads=threads)
+    return path
+
+
+def _mean(errors):
+    return sum(errors.values()) / len(errors)
+
+
+def _family(hparams_set):
+    if hparams_set.startswith("adaptive_universal"):
+        return "Adaptive UT"
+    return "Universal Transformer" if hparams_set.startswith("universal") else "Transformer"
+
+
+def report(results, args, seconds):
+    """The README section: best seed per model by validation, its test errors per task, the paper's rows."""
+    best = {}
+    for result in results:
+        key = (result["hparams_set"], result["layout"])
+        if key not in best or _mean(result["eval"]) < _mean(best[key]["eval"]):
+            best[key] = result
+    headers = ["task"] + [f"`{s}` ({layout})" for s, layout in best]
+    rows = [[f"qa{task}"] + [f"{r['test'].get(task, float('nan')):.1f}" for r in best.values()] for task in range(1, 21)]
+    rows.append(["**mean error**"] + [f"**{_mean(r['test']):.2f}**" for r in best.values()])
+    rows.append(["failed (> 5%)"] + [str(sum(e > 5.0 for e in r["test"].values())) for r in best.values()])
+    rows.append(["validation mean error"] + [f"{_mean(r['eval']):.2f}" for r in best.values()])
+    rows.append(["seeds tried (best)"] + [
+        f"{sum(1 for x in results if (x['hparams_set'], x['layout']) == k)} ({r['seed']})" for k, r in best.items()])
+    rows.append(["mean ponder time (eval)"] + [
+        "" if r.get("ponder_time") is None else f"{r['ponder_time']:.2f}" for r in best.values()])
+    rows.append(["training minutes"] + [f"{r['train_seconds'] / 60:.0f}" for r in best.values()])
+    paper = PAPER[args.subset]
+    paper_rows = [[name, f"{error:.2f}", str(failed)] for name, (error, failed) in paper.items()]
+    return "\n".join([
+        f"## bAbI question answering ({args.subset}, joint training)", "",
+        f"`{common.command_line()}` — {common.today()}, took {seconds / 60:.0f} min (runs kept in `{args.work_dir}` "
+        f"and resumed; {args.jobs} at a time{', each on one TensorFlow thread' if args.jobs > 1 else ''}).  ",
+        f"Machine: {common.machine_description()}.", "",
+        f"Test error (%) per task after {args.train_steps} steps of joint training on all 20 tasks "
+        f"(`babi_qa_<layout>_all_tasks_{args.subset}`; every 10th training story held out for validation), the "
+        "seed with the lowest mean validation error per model. `facts`: each sentence is one position, its words "
+        "summed under a learned positional mask (the paper's input); `concat`: tensor2tensor's question + story "
+        "tokens.", "",
+        common.markdown_table(headers, rows, align="l" + "r" * len(best)), "",
+        f"The paper (Table 1, {args.subset} joint, best of 10 seeds): mean error (%) and failed tasks.", "",
+        common.markdown_table(["model", "mean error", "failed"], paper_rows, align="lrr")])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--data_dir", default=os.path.join("..", "shared", "data", "babi"))
+    parser.add_argument("--subset", choices=sorted(PAPER), default="1k")
+    parser.add_argument("--models", default=DEFAULT_MODELS, help="comma-separated hparams_set:layout pairs")
+    parser.add_argument("--seeds", default="1")
+    parser.add_argument("--train_steps", type=int, default=20000)
+    parser.add_argument("--checkpoint_every", type=int, default=500)
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once (each on one thread if > 1)")
+    parser.add_argument("--ponder_plot", action="store_true", help="ponder time per fact of a qa3 story")
+    parser.add_argument("--work_dir", default=os.path.join("benchmarks", "runs", "babi"))
+    parser.add_argument("--write", action="store_true", help="write the table into benchmarks/README.md")
+    args = parser.parse_args(argv)
+    first = os.path.join(args.data_dir, "en" if args.subset == "1k" else "en-10k")
+    if not os.path.isdir(first):
+        print(f"bAbI data not found: put the bAbI v1.2 tasks in {first}/qaN_<name>_{{train,test}}.txt[.gz] "
+              "(or pass --data_dir); skipping.", file=sys.stderr)
+        return 0
+    args.work_dir = os.path.join(args.work_dir, args.subset)
+    os.makedirs(args.work_dir, exist_ok=True)
+    began = time.perf_counter()
+    runs = [(pair.split(":")[0], pair.split(":")[1], int(seed)) for pair in args.models.split(",")
+            for seed in args.seeds.split(",")]
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        futures = [pool.submit(run_one, *run, args) for run in runs]
+        results = []
+        for run, future in zip(runs, futures):
+            results.append(future.result())
+            print(run_name(*run), f"validation {_mean(results[-1]['eval']):.2f}%",
+                  f"test {_mean(results[-1]['test']):.2f}%", flush=True)
+    text = report(results, args, time.perf_counter() - began)
+    print(text)
+    if args.write:
+        common.replace_section(f"babi_{args.subset}", text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""bAbI question answering problems (Weston et al. 2015; the Universal Transformer paper's §3.1).
+
+Registered names, for the 1k and 10k training sets of bAbI v1.2 (`<task>` is `all_tasks` or `task1` ...
+`task20`):
+
+    babi_qa_concat_<task>_{1k,10k}   tensor2tensor's names and input: question, separator, story tokens
+    babi_qa_facts_<task>_{1k,10k}    the paper's input: one position per fact, then the question
+
+Every problem trains jointly on all 20 tasks (tensor2tensor's default and the paper's "joint" columns);
+`<task>` chooses what the eval and test splits hold. Splits: "train" is the training files without every
+10th story, "eval" those held-out stories (validation, for choosing among seeds as the paper did), "test"
+the test files. The answer is one class label (`targets` = `[label id]`, no EOS), so train these with an
+encoder-only model (`transformer_encoder`, `universal_transformer_encoder`).
+
+The files are read from `--data_dir` (`<data_dir>/en/qa1_single-supporting-fact_train.txt[.gz]`, ...); nothing
+is downloaded or prepared.
+"""
+
+import numpy as np
+
+from t2t_relpos import registry
+from t2t_relpos.problems import babi_text
+from t2t_relpos.problems import problem
+
+
+class BabiQa(problem.Problem):
+    """A bAbI problem: `subset` ("1k"/"10k"), `task` (0 = all) of the eval/test splits, input `layout`."""
+
+    subset = "1k"
+    task = 0
+    layout = "concat"
+    eval_metrics = ("accuracy",)
+    decode_metric = "answer_accuracy"
+
+    def __init__(self):
+        self._cache = {}
+
+    def _cached(self, key, compute):
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
+
+    # -- data ----------------------------------------------------------------------------------------------
+    def _examples(self, data_dir, split):
+        """Parsed `Example`s of a split."""
+
+        def read():
+            file_split = "test" if split == "test" else "train"
+            tasks = list(babi_text.TASKS) if split == "train" or not self.task else [self.task]
+            examples = [e for t in tasks for e in babi_text.read_task(data_dir, self.subset, t, file_split)]
+            if split != "test":
+                held_out = split == "eval"
+                examples = [e for e in examples if babi_text.validation_story(e) == held_out]
+            return examples
+
+        return self._cached(("examples", data_dir, split), read)
+
+    def _vocabularies(self, data_dir):
+        """Words and answers of the training and test files of all tasks (as tensor2tensor built them: a
+        test answer never seen in training, like qa8's "football,apple,milk" in 1k, is a class the model
+        cannot predict, rather than an error). The same for every problem of a subset."""
+
+        def read():
+            return babi_text.vocabularies(
+                e for t in babi_text.TASKS for split in ("train", "test")
+                for e in babi_text.read_task(data_dir, self.subset, t, split))
+
+        return self._cached(("vocab", data_dir), read)
+
+    def feature_encoders(self, data_dir=None):
+        words, answers = self._vocabularies(data_dir)
+        return {"inputs": babi_text.BabiInputEncoder(words, self.layout),
+                "targets": babi_text.answer_encoder(answers)}
+
+    def model_arguments(self, data_dir=None):
+        return {"fact_width": babi_text.FACT_WIDTH} if self.layout == "facts" else {}
+
+    def encoded(self, split, data_dir=None):
+        """(input id lists, label id lists) of a split, each input ending in EOS."""
+
+        def encode():
+            encoders = self.feature_encoders(data_dir)
+            pairs = babi_text.encode_examples(self._examples(data_dir, split), encoders["inputs"],
+                                              encoders["targets"])
+            return [p[0] for p in pairs], [p[1] for p in pairs]
+
+        return self._cached(("encoded", data_dir, split), encode)
+
+    def example_groups(self, split, data_dir=None):
+        """The task of each example of a split ("qa1" ...), in order: the decoder reports accuracy per task."""
+        return [f"qa{e.task}" for e in self._examples(data_dir, split)]
+
+    @property
+    def max_eval_length(self):
+        lengths = [len(ids) for key, value in self._cache.items() if key[0] == "encoded" and key[2] != "train"
+                   for ids in value[0]]
+        return max(lengths) if lengths else None
+
+    def _dataset(self, split, data_dir, seed, num_shards, shard_index):
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        inputs, labels = self.encoded(split, data_dir)
+        inputs, labels = inputs[shard_index::num_shards], labels[shard_index::num_shards]
+        training = split == "train"
+
+        def examples():
+            epoch = 0
+            while True:
+                order = (np.random.default_rng([seed if seed is not None else np.random.randint(2 ** 31), epoch,
+                                                shard_index]).permutation(len(inputs)) if training
+                         else range(len(inputs)))
+                for i in order:
+                    yield {"inputs": np.asarray(inputs[i], np.int32), "targets": np.asarray(labels[i], np.int32)}
+                if not training:
+                    return
+                epoch += 1
+
+        spec = tf.TensorSpec([None], tf.int32)
+        return tf.data.Dataset.from_generator(examples, output_signature={"inputs": spec, "targets": spec})
+
+
+def _register():
+    tasks = {"all_tasks": 0, **{f"task{t}": t for t in babi_text.TASKS}}
+    for layout in babi_text.LAYOUTS:
+        for subset in babi_text.SUBSETS:
+            for task_name, task in tasks.items():
+                name = f"babi_qa_{layout}_{task_name}_{subset}"
+                cls = type(f"BabiQa_{layout}_{task_name}_{subset}", (BabiQa,),
+                           {"subset": subset, "task": task, "layout": layout, "__module__": __name__,
+                            "__doc__": f"bAbI v1.2 {subset}, {layout} input, joint training; evaluated on "
+                                       f"{'all tasks' if not task else f'task {task}'}."})
+                registry.register_problem(name)(cls)
+
+
+_register()

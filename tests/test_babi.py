@@ -1,0 +1,236 @@
+"""bAbI: parsing the task files, the two input layouts, the problems' splits, FactEmbedding against a numpy
+reference, the encoder-only classifiers, and a tiny run end to end through the CLIs."""
+
+import gzip
+import os
+
+import numpy as np
+import pytest
+
+from test_cli import run_tool
+from t2t_relpos import errors, registry
+from t2t_relpos.problems import babi_text
+from t2t_relpos.problems.problem import EOS_ID
+
+PLACES = ("bathroom", "hallway", "garden", "office")
+PEOPLE = ("Mary", "John", "Daniel", "Sandra")
+
+
+def write_task_files(root, stories=10, subset="en", seed=0):
+    """Small bAbI-format files for all 20 tasks: single-supporting-fact stories (several questions each);
+    task 8's answers are comma lists, as in the real qa8. Returns the data_dir."""
+    rng = np.random.default_rng(seed)
+    os.makedirs(os.path.join(root, subset), exist_ok=True)
+    for task, name in babi_text.TASKS.items():
+        for split in ("train", "test"):
+            lines = []
+            for _ in range(stories):
+                where, line_id = {}, 1
+                for _ in range(3):
+                    for _ in range(2):
+                        person, place = PEOPLE[rng.integers(4)], PLACES[rng.integers(4)]
+                        where[person] = place
+                        lines.append(f"{line_id} {person} went to the {place}.")
+                        line_id += 1
+                    person = list(where)[rng.integers(len(where))]
+                    answer = where[person] + (",milk" if task == 8 else "")
+                    lines.append(f"{line_id} Where is {person}? \t{answer}\t{line_id - 1}")
+                    line_id += 1
+            path = os.path.join(root, subset, f"qa{task}_{name}_{split}.txt")
+            if task % 2:  # Half the files gzipped, as the shared copy is.
+                with gzip.open(path + ".gz", "wt", encoding="utf-8") as f:
+                    f.write("\n".join(lines) + "\n")
+            else:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write("\n".join(lines) + "\n")
+    return root
+
+
+STORY = """1 Mary moved to the bathroom.
+2 John went to the hallway.
+3 Where is Mary? \tbathroom\t1
+4 Daniel went back to the hallway.
+5 Where is Daniel? \thallway\t4
+1 Sandra picked up the milk.
+2 Sandra got the apple.
+3 What is Sandra carrying? \tmilk,apple\t1 2
+"""
+
+
+def test_parse_restarts_stories_keeps_earlier_facts_and_ignores_supporting_facts():
+    examples = babi_text.parse(STORY.splitlines(), task=8)
+    assert len(examples) == 3
+    first, second, third = examples
+    assert first.story == (tuple("Mary moved to the bathroom .".split()), tuple("John went to the hallway .".split()))
+    assert first.question == tuple("Where is Mary ?".split()) and first.answer == "bathroom"
+    # The second question of the story sees every fact before it (questions are not facts).
+    assert len(second.story) == 3 and second.story[-1][0] == "Daniel" and second.answer == "hallway"
+    assert first.story_index == second.story_index == 0
+    # Id 1 starts a new story: nothing of the first one is kept.
+    assert third.story_index == 1 and len(third.story) == 2 and third.story[0][0] == "Sandra"
+    assert third.answer == "milk,apple" and third.task == 8
+    # Comma answers are one label.
+    encoder = babi_text.answer_encoder(["bathroom", "hallway", "milk,apple"])
+    assert encoder.encode("milk,apple") == [4] and encoder.decode([4, EOS_ID]) == "milk,apple"
+
+
+def test_parse_rejects_broken_files():
+    with pytest.raises(errors.DataError, match="line 2 has id 5, expected 1 or 2"):
+        babi_text.parse(["1 Mary went home.", "5 Where is Mary? \thome\t1"], task=1, source="f.txt")
+    with pytest.raises(errors.DataError, match="without an answer"):
+        babi_text.parse(["1 Mary went home.", "2 Where is Mary? \t\t1"], task=1)
+    with pytest.raises(errors.DataError, match="not '<id> <text>'"):
+        babi_text.parse(["Mary went home."], task=1)
+
+
+def test_layouts_encode_and_decode():
+    words, _ = babi_text.vocabularies(babi_text.parse(STORY.splitlines(), task=1))
+    text = "Mary moved to the bathroom . John went to the hallway . Where is Mary ?"
+    facts = babi_text.BabiInputEncoder(words, "facts")
+    ids = facts.encode(text)
+    width = babi_text.FACT_WIDTH
+    assert len(ids) == 3 * width  # Two facts and the question, each padded to the fact width.
+    assert ids[6:width] == [0] * (width - 6) and ids[2 * width] == facts.encode("Where is Mary ?")[0]
+    assert facts.decode(ids + [EOS_ID]) == text
+    concat = babi_text.BabiInputEncoder(words, "concat")
+    ids = concat.encode(text)
+    assert ids[:5] == concat.encode("Where is Mary ?")[:4] + [2]  # Question, separator (id 2), story.
+    assert concat.decode(ids) == text
+    with pytest.raises(ValueError, match="then the question"):
+        facts.encode("Mary moved to the bathroom .")
+    with pytest.raises(ValueError, match="at most 12"):
+        facts.encode(" ".join(["Mary"] * 13) + " . Where is Mary ?")
+
+
+def test_problem_splits_and_missing_files(tmp_path):
+    data_dir = write_task_files(str(tmp_path), stories=20)
+    joint = registry.problem("babi_qa_facts_all_tasks_1k")
+    train, held_out, test = (joint._examples(data_dir, s) for s in ("train", "eval", "test"))
+    assert {e.task for e in train} == {e.task for e in held_out} == set(range(1, 21))
+    assert all(e.story_index % 10 == 9 for e in held_out) and not any(e.story_index % 10 == 9 for e in train)
+    assert len(train) + len(held_out) == 20 * 20 * 3 and len(test) == 20 * 20 * 3
+    task3 = registry.problem("babi_qa_concat_task3_1k")
+    assert len(task3._examples(data_dir, "train")) == len(train)  # Joint training on every task ...
+    assert {e.task for e in task3._examples(data_dir, "test")} == {3}  # ... evaluated on task 3.
+    assert task3.example_groups("test", data_dir) == ["qa3"] * 60
+    inputs, labels = task3.encoded("test", data_dir)
+    assert all(ids[-1] == EOS_ID for ids in inputs) and all(len(label) == 1 for label in labels)
+    assert joint.model_arguments() == {"fact_width": 12} and task3.model_arguments() == {}
+    examples = list(joint.dataset("eval", data_dir).as_numpy_iterator())
+    assert len(examples) == len(held_out) and examples[0]["targets"].shape == (1,)
+    with pytest.raises(errors.DataError, match=r"en-10k/qa1_single-supporting-fact_train.txt\[.gz\] not found"):
+        registry.problem("babi_qa_facts_task1_10k").feature_encoders(data_dir)
+
+
+def fact_embedding_reference(ids, embeddings, mask, width):
+    """Numpy: s_f = sum_k [w_k >= 2] E[w_k] sqrt(d) * m_k over each width-`width` chunk."""
+    batch, length = ids.shape
+    ids = np.pad(ids, [(0, 0), (0, -length % width)]).reshape(batch, -1, width)
+    d = embeddings.shape[1]
+    out = np.zeros(ids.shape[:2] + (d,))
+    for b in range(ids.shape[0]):
+        for f in range(ids.shape[1]):
+            for k in range(width):
+                if ids[b, f, k] >= 2:
+                    out[b, f] += embeddings[ids[b, f, k]] * np.sqrt(d) * mask[k]
+    return out, (ids >= 2).any(axis=2)
+
+
+def test_fact_embedding_matches_numpy_reference():
+    import keras  # pylint: disable=import-outside-toplevel
+
+    from t2t_relpos.layers import FactEmbedding  # pylint: disable=import-outside-toplevel
+
+    layer = FactEmbedding(vocab_size=11, hidden_size=6, fact_width=4)
+    ids = np.array([[5, 6, 7, 0, 8, 0, 0, 0, 1], [3, 4, 5, 6, 9, 10, 2, 0, 0]])
+    layer.build()
+    layer.position_mask.assign(np.random.default_rng(0).normal(size=(4, 6)).astype("float32"))
+    facts, mask = layer(ids)
+    expected, expected_mask = fact_embedding_reference(ids, keras.ops.convert_to_numpy(layer.embeddings),
+                                                       keras.ops.convert_to_numpy(layer.position_mask), 4)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(facts), expected, rtol=1e-5, atol=1e-5)
+    assert keras.ops.convert_to_numpy(mask).tolist() == expected_mask.tolist() == [[True, True, False],
+                                                                                  [True, True, False]]
+    chunked, _ = layer(ids[:, :8].reshape(2, 2, 4))  # [B, F, W] input gives the same sentences.
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(chunked), expected[:, :2], rtol=1e-6)
+    clone = FactEmbedding.from_config(layer.get_config())
+    assert clone.get_config() == layer.get_config()
+
+
+@pytest.mark.parametrize("model_name,extra", [
+    ("transformer_encoder", {"position_encoding": "relative", "fact_width": 4}),
+    ("universal_transformer_encoder", {"recurrence_type": "act", "act_max_steps": 3, "fact_width": 4}),
+    ("universal_transformer_encoder", {"position_encoding": "sinusoid"}),
+])
+def test_encoder_classifiers_are_padding_invariant(model_name, extra):
+    import keras  # pylint: disable=import-outside-toplevel
+
+    cls = registry.model(model_name)
+    if model_name.startswith("universal"):
+        extra = dict(extra, num_rec_steps=2)
+    model = cls(13, 7, hidden_size=16, filter_size=32, num_heads=2, num_encoder_layers=2,
+                layer_prepostprocess_dropout=0.0, norm_position="pre", **extra)
+    ids = np.array([[5, 6, 7, 0, 8, 9, 0, 0, 1, 0, 0, 0], [3, 4, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]])
+    padded = np.pad(ids, [(0, 0), (0, 8)])
+    details = model({"inputs": ids}, training=False, return_details=True)
+    logits = keras.ops.convert_to_numpy(details["logits"])
+    assert logits.shape == (2, 1, 7) and np.isfinite(logits).all()
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model({"inputs": padded}, training=False)), logits,
+                               rtol=1e-5, atol=1e-5)
+    # A row's answer does not depend on its batch-mate's length.
+    alone = keras.ops.convert_to_numpy(model({"inputs": ids[1:, :5]}, training=False))
+    np.testing.assert_allclose(alone, logits[1:], rtol=1e-5, atol=1e-5)
+    if extra.get("recurrence_type") == "act":
+        times = keras.ops.convert_to_numpy(details["ponder_times"]["encoder"])
+        assert times.shape == (2, 3) and (times[:, :2][[0, 1], [1, 0]] > 0).all() and times[1, 1:].sum() == 0
+        assert "act_loss" in details["losses"]
+
+
+def test_wrong_model_for_the_facts_layout_is_a_clear_error(tmp_path):
+    from t2t_relpos.training import trainer  # pylint: disable=import-outside-toplevel
+
+    data_dir = write_task_files(str(tmp_path), stories=2)
+    with pytest.raises(errors.T2TRelposError, match="cannot read babi_qa_facts_all_tasks_1k's inputs"):
+        trainer.build_model(registry.hparams("transformer_cpu"), registry.problem("babi_qa_facts_all_tasks_1k"),
+                            data_dir)
+
+
+def test_ponder_pictures_stay_readable_at_any_length(tmp_path):
+    pytest.importorskip("matplotlib")
+    from t2t_relpos.decoding import ponder_plot  # pylint: disable=import-outside-toplevel
+
+    times = np.random.default_rng(0).uniform(1, 4, size=(16, 400))
+    path = ponder_plot.write_ponder_heatmap([[str(i) for i in range(400)]] * 16, times, str(tmp_path / "a.png"))
+    bars = ponder_plot.write_ponder_bars([f"fact {i} is rather long " * 3 for i in range(224)], times[0, :224],
+                                         str(tmp_path / "b.png"))
+    for picture in (path, bars):
+        with open(picture, "rb") as f:
+            header = f.read(24)
+        width, height = int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")
+        assert width <= ponder_plot.MAX_WIDTH_INCHES * 120 and height <= ponder_plot.MAX_HEIGHT_INCHES * 120
+
+
+def test_tiny_babi_run_through_the_clis(tmp_path):
+    data_dir = write_task_files(str(tmp_path / "babi"), stories=10)
+    run = str(tmp_path / "run")
+    trained = run_tool("t2t-relpos-trainer", "--problem=babi_qa_facts_all_tasks_1k",
+                       "--hparams_set=adaptive_universal_transformer_babi_rel", f"--data_dir={data_dir}",
+                       f"--output_dir={run}", "--train_steps=6", "--checkpoint_every=6", "--eval_steps=2",
+                       "--hparams=hidden_size=16,filter_size=32,num_heads=2,batch_size=1024", "--seed=1",
+                       timeout=300)
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    assert "encoder_ponder_time" in trained.stdout
+    assert any(name.startswith("events") for name in os.listdir(os.path.join(run, "eval")))
+    decoded = run_tool("t2t-relpos-decoder", f"--output_dir={run}", f"--data_dir={data_dir}",
+                       "--decode_split=test", f"--decode_to_file={tmp_path / 'answers.txt'}",
+                       f"--decode_ponder_plot={tmp_path / 'ponder.png'}", timeout=300)
+    assert decoded.returncode == 0, decoded.stderr[-2000:]
+    assert "answer_accuracy = " in decoded.stdout and "  qa20  accuracy = " in decoded.stdout
+    assert "failed (error > 5%) = " in decoded.stdout
+    with open(tmp_path / "answers.txt", encoding="utf-8") as f:
+        answers = f.read().split("\n")[:-1]
+    assert len(answers) == 20 * 10 * 3 and set(answers) <= set(PLACES) | {p + ",milk" for p in PLACES}
+    assert os.path.getsize(tmp_path / "ponder.png") > 0
+    one = run_tool("t2t-relpos-decoder", f"--output_dir={run}", f"--data_dir={data_dir}", "--decode_from_file=-",
+                   stdin="Mary went to the garden . Where is Mary ?\n", timeout=300)
+    assert one.returncode == 0 and one.stdout.strip() in answers
