@@ -11,6 +11,7 @@ CHOICES = {
     "optimizer": ("adam", "adamw"),
     "recurrence_type": ("basic", "act"),
     "transition_type": ("ffn", "sepconv"),
+    "step_timing_signal_type": ("sinusoid", "learned"),
 }
 
 
@@ -73,4 +74,5 @@ def default_hparams():
         act_epsilon=0.01,
         act_halting_bias_init=1.0,
         act_loss_weight=0.01,
+        step_timing_signal_type="sinusoid",  # The paper's; tensor2tensor's UT sets use "learned".
     )

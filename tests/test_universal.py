@@ -471,8 +471,10 @@ def test_hparams_sets(name):
     assert (hp.recurrence_type, hp.position_encoding, hp.transition_type) == (recurrence_type, position_encoding,
                                                                              "ffn")
     assert (hp.act_epsilon, hp.act_halting_bias_init, hp.act_loss_weight) == (0.01, 1.0, 0.01)
-    # Every UT set is pre-norm, as tensor2tensor's (derived from its transformer_base_v3).
+    # Every UT set is pre-norm, as tensor2tensor's (derived from its transformer_base_v3); tensor2tensor's sets
+    # learn their step signal, the package's CPU sets keep the paper's sinusoid.
     assert hp.norm_position == "pre"
+    assert hp.step_timing_signal_type == ("sinusoid" if "cpu" in name else "learned")
     if "base" in name:  # tensor2tensor's universal_transformer_base: transformer_base_v3 widened.
         assert (hp.hidden_size, hp.filter_size, hp.num_heads) == (1024, 4096, 16)
         assert hp.layer_prepostprocess_dropout == 0.3
@@ -495,6 +497,31 @@ def test_hparams_sets(name):
     assert model.encoder.num_steps == (hp.act_max_steps if recurrence_type == "act" else hp.num_rec_steps)
     assert model.encoder.block.self_attention.max_relative_position == (
         hp.max_relative_position if position_encoding == "relative" else None)
+
+
+@pytest.mark.parametrize("recurrence_type", ["basic", "act"])
+def test_learned_step_signal_trains_and_decodes_incrementally(recurrence_type):
+    """tensor2tensor's learned step signal: one trained vector per step, different steps different vectors, and
+    cached decoding still equals the full pass."""
+    model = tiny(recurrence_type, step_timing_signal_type="learned")
+    feats = features()
+    signal = model.encoder.step_signal
+    assert tuple(signal.embeddings.shape) == ((4 if recurrence_type == "act" else 3), 16)
+    x = np.zeros((1, 2, 16), "float32")
+    assert not np.allclose(numpy_of(signal(x, step=0)), numpy_of(signal(x, step=1)))
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(model(feats, training=True))
+    assert tape.gradient(loss, signal.embeddings) is not None
+    inputs, targets = feats["inputs"], feats["targets"]
+    full = numpy_of(model(feats, training=False))
+    encoder_output, mask = model.encode(inputs)
+    cache = model.init_cache(encoder_output, mask, targets.shape[1])
+    ids = np.zeros((targets.shape[0], 1), "int32")
+    for i in range(targets.shape[1]):
+        logits, cache = model.decode_step(ids, cache, i)
+        valid = targets[:, i] != 0  # With ACT, target padding does not run in the full pass.
+        np.testing.assert_allclose(numpy_of(logits)[valid, 0], full[valid, i], rtol=1e-4, atol=1e-4)
+        ids = targets[:, i:i + 1]
 
 
 def test_ponder_heatmap_is_written(tmp_path):

@@ -72,10 +72,18 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="t2t_relpos")
 class StepEncoding(keras.layers.Layer):
-    """The Universal Transformer's recurrence-step signal: the sinusoid of step t, the same at every position.
+    """The Universal Transformer's recurrence-step signal, the same at every position.
 
     Added together with the position signal at each step, P^t tells the shared block how deep it is
-    (Dehghani et al. 2018, eq. 1-2).
+    (Dehghani et al. 2018, eq. 1-2). Two kinds, as in tensor2tensor's `step_timing_signal_type`:
+    "sinusoid" (the paper's: the sinusoid of step t) and "learned" (tensor2tensor's default: a trained vector
+    per step, `S[t] * sqrt(d)` with `S` initialised from N(0, 1/d), so it starts at unit variance like the
+    sinusoid).
+
+    Args:
+        signal_type: "sinusoid" or "learned".
+        num_steps: The number of steps (needed for "learned": the rows of `S`).
+        min_timescale, max_timescale: Of the sinusoid.
 
     Call arguments:
         inputs: `[B, T, D]`.
@@ -89,15 +97,35 @@ class StepEncoding(keras.layers.Layer):
     >>> import numpy as np
     >>> StepEncoding()(np.zeros((2, 5, 8), "float32"), step=3).shape
     (2, 5, 8)
+    >>> StepEncoding("learned", num_steps=4)(np.zeros((2, 5, 8), "float32"), step=3).shape
+    (2, 5, 8)
     """
 
-    def __init__(self, min_timescale=1.0, max_timescale=1.0e4, **kwargs):
+    SIGNAL_TYPES = ("sinusoid", "learned")
+
+    def __init__(self, signal_type="sinusoid", num_steps=None, min_timescale=1.0, max_timescale=1.0e4, **kwargs):
         super().__init__(**kwargs)
+        if signal_type not in self.SIGNAL_TYPES:
+            raise ValueError(f"signal_type must be one of {self.SIGNAL_TYPES}, got {signal_type!r}")
+        if signal_type == "learned" and not num_steps:
+            raise ValueError("a learned step signal needs num_steps")
+        self.signal_type = signal_type
+        self.num_steps = num_steps
         self.min_timescale = min_timescale
         self.max_timescale = max_timescale
 
+    def build(self, input_shape):
+        if self.signal_type == "learned":
+            channels = input_shape[-1]
+            self.embeddings = self.add_weight(
+                name="embeddings", shape=(self.num_steps, channels),
+                initializer=keras.initializers.RandomNormal(stddev=channels ** -0.5))
+
     def call(self, inputs, step=0):
         shape = ops.shape(inputs)
+        if self.signal_type == "learned":
+            signal = ops.take(self.embeddings, ops.cast(step, "int32"), axis=0) * (self.embeddings.shape[-1] ** 0.5)
+            return ops.broadcast_to(ops.cast(signal, self.compute_dtype), shape)
         signal = timing_signal(step, shape[-1], self.min_timescale, self.max_timescale,
                                dtype=self.compute_dtype)
         return ops.broadcast_to(signal, shape)
@@ -107,5 +135,6 @@ class StepEncoding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"min_timescale": self.min_timescale, "max_timescale": self.max_timescale})
+        config.update({"signal_type": self.signal_type, "num_steps": self.num_steps,
+                       "min_timescale": self.min_timescale, "max_timescale": self.max_timescale})
         return config

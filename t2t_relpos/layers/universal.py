@@ -6,7 +6,8 @@ At step t (0-based here) the shared block reads its previous state plus the sign
     H^t = LayerNorm(A^t + Transition(A^t))
 
 as in the paper and tensor2tensor (the signals enter the residual too). P^t is the sinusoid of each position
-(unless positions are relative-only or absent) plus the sinusoid of the step t. With `position_encoding`
+(unless positions are relative-only or absent) plus the signal of the step t: its sinusoid (the paper's) or a
+trained vector per step (`step_timing_signal_type="learned"`, tensor2tensor's default). With `position_encoding`
 "relative" or "both" the recurrent self-attention is relation-aware (Shaw et al. 2018). The recurrence is
 "basic" (exactly `num_rec_steps` steps) or "act" (Adaptive Computation Time per position, at most
 `act_max_steps` steps; see `AdaptiveComputationTime`).
@@ -36,6 +37,8 @@ class _UniversalBase(keras.layers.Layer):
         transition_type: "ffn" or "sepconv".
         recurrence_type: "basic" or "act".
         act_max_steps, act_epsilon, act_halting_bias_init: see `AdaptiveComputationTime`.
+        step_timing_signal_type: "sinusoid" (the paper's step signal) or "learned" (tensor2tensor's default:
+            a trained vector per step); see `StepEncoding`.
     """
 
     block_class = None
@@ -45,7 +48,8 @@ class _UniversalBase(keras.layers.Layer):
                  use_relative_values=True, heads_share_relative_embeddings=False, dropout=0.0,
                  attention_dropout=0.0, relu_dropout=0.0, norm_position="post", norm_epsilon=1e-6,
                  kernel_initializer="glorot_uniform", transition_type="ffn", recurrence_type="basic",
-                 act_max_steps=12, act_epsilon=0.01, act_halting_bias_init=1.0, **kwargs):
+                 act_max_steps=12, act_epsilon=0.01, act_halting_bias_init=1.0,
+                 step_timing_signal_type="sinusoid", **kwargs):
         super().__init__(**kwargs)
         if transition_type not in TRANSITION_TYPES:
             raise ValueError(f"transition_type must be one of {TRANSITION_TYPES}, got {transition_type!r}")
@@ -59,6 +63,7 @@ class _UniversalBase(keras.layers.Layer):
         self.act_max_steps = act_max_steps
         self.act_epsilon = act_epsilon
         self.act_halting_bias_init = act_halting_bias_init
+        self.step_timing_signal_type = step_timing_signal_type
         self.block_kwargs, block_kwargs = block_arguments(
             position_encoding, hidden_size=hidden_size, num_heads=num_heads, filter_size=filter_size,
             key_dim=key_dim, value_dim=value_dim, max_relative_position=max_relative_position,
@@ -69,7 +74,9 @@ class _UniversalBase(keras.layers.Layer):
         dtype = self.dtype_policy
         self.block = self.block_class(**block_kwargs, dtype=dtype, name="block")
         self.position_signal = SinusoidalPositionEncoding(dtype=dtype)
-        self.step_signal = StepEncoding(dtype=dtype)
+        self.step_signal = StepEncoding(step_timing_signal_type,
+                                        num_steps=act_max_steps if recurrence_type == "act" else num_rec_steps,
+                                        dtype=dtype, name="step_signal")
         for signal in (self.position_signal, self.step_signal):
             signal.supports_masking = True  # They only read the shape of a (possibly masked) state.
         self.input_dropout = keras.layers.Dropout(dropout, dtype=dtype)
@@ -90,6 +97,7 @@ class _UniversalBase(keras.layers.Layer):
         return self.position_encoding in ("sinusoid", "both")
 
     def _build_recurrence(self, x_shape):
+        self.step_signal.build(x_shape)
         if self.act is not None:
             self.act.build(x_shape)
         if self.final_norm is not None:
@@ -133,6 +141,7 @@ class _UniversalBase(keras.layers.Layer):
             "act_max_steps": self.act_max_steps,
             "act_epsilon": self.act_epsilon,
             "act_halting_bias_init": self.act_halting_bias_init,
+            "step_timing_signal_type": self.step_timing_signal_type,
         })
         return config
 

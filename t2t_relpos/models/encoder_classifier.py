@@ -176,11 +176,11 @@ class UniversalTransformerEncoderClassifier(TransformerEncoderClassifier):
 
     def __init__(self, input_vocab_size, target_vocab_size, num_rec_steps=6, recurrence_type="basic",
                  transition_type="ffn", act_max_steps=12, act_epsilon=0.01, act_halting_bias_init=1.0,
-                 act_loss_weight=0.01, **kwargs):
+                 act_loss_weight=0.01, step_timing_signal_type="sinusoid", **kwargs):
         self.recurrence = {
             "num_rec_steps": num_rec_steps, "recurrence_type": recurrence_type,
             "transition_type": transition_type, "act_max_steps": act_max_steps, "act_epsilon": act_epsilon,
-            "act_halting_bias_init": act_halting_bias_init,
+            "act_halting_bias_init": act_halting_bias_init, "step_timing_signal_type": step_timing_signal_type,
         }
         self.act_loss_weight = act_loss_weight
         super().__init__(input_vocab_size, target_vocab_size, **kwargs)

@@ -11,7 +11,7 @@ from t2t_relpos.models.transformer import ARCHITECTURE_HPARAMS, PAD_ID, Transfor
 # Hyperparameters (names as in `hparams/defaults.py`) of the recurrence, on top of the Transformer's.
 RECURRENCE_HPARAMS = (
     "num_rec_steps", "recurrence_type", "transition_type", "act_max_steps", "act_epsilon",
-    "act_halting_bias_init", "act_loss_weight",
+    "act_halting_bias_init", "act_loss_weight", "step_timing_signal_type",
 )
 
 
@@ -33,8 +33,8 @@ class UniversalTransformer(Transformer):
 
     Args:
         input_vocab_size, target_vocab_size: Vocabulary sizes.
-        num_rec_steps, recurrence_type, transition_type, act_max_steps, act_epsilon, act_halting_bias_init:
-            see `UniversalTransformerEncoder`.
+        num_rec_steps, recurrence_type, transition_type, act_max_steps, act_epsilon, act_halting_bias_init,
+            step_timing_signal_type: see `UniversalTransformerEncoder`.
         act_loss_weight: Weight of the ponder cost in the training loss (0.01 in tensor2tensor).
         **kwargs: The `Transformer`'s arguments.
 
@@ -53,12 +53,12 @@ class UniversalTransformer(Transformer):
 
     def __init__(self, input_vocab_size, target_vocab_size, num_rec_steps=6, recurrence_type="basic",
                  transition_type="ffn", act_max_steps=12, act_epsilon=0.01, act_halting_bias_init=1.0,
-                 act_loss_weight=0.01, **kwargs):
+                 act_loss_weight=0.01, step_timing_signal_type="sinusoid", **kwargs):
         # Set before the Transformer's __init__, which calls make_encoder / make_decoder.
         self.recurrence = {
             "num_rec_steps": num_rec_steps, "recurrence_type": recurrence_type,
             "transition_type": transition_type, "act_max_steps": act_max_steps, "act_epsilon": act_epsilon,
-            "act_halting_bias_init": act_halting_bias_init,
+            "act_halting_bias_init": act_halting_bias_init, "step_timing_signal_type": step_timing_signal_type,
         }
         self.act_loss_weight = act_loss_weight
         super().__init__(input_vocab_size, target_vocab_size, **kwargs)
