@@ -210,6 +210,17 @@ def test_ponder_pictures_stay_readable_at_any_length(tmp_path):
         assert width <= ponder_plot.MAX_WIDTH_INCHES * 120 and height <= ponder_plot.MAX_HEIGHT_INCHES * 120
 
 
+def summary_tags(directory):
+    """The tags written to the TensorBoard event files of `directory`."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    tags = set()
+    for name in os.listdir(directory):
+        for event in tf.compat.v1.train.summary_iterator(os.path.join(directory, name)):
+            tags.update(value.tag for value in event.summary.value)
+    return tags
+
+
 def test_tiny_babi_run_through_the_clis(tmp_path):
     data_dir = write_task_files(str(tmp_path / "babi"), stories=10)
     run = str(tmp_path / "run")
@@ -220,7 +231,7 @@ def test_tiny_babi_run_through_the_clis(tmp_path):
                        timeout=300)
     assert trained.returncode == 0, trained.stderr[-2000:]
     assert "encoder_ponder_time" in trained.stdout
-    assert any(name.startswith("events") for name in os.listdir(os.path.join(run, "eval")))
+    assert {"ponder_time/encoder", "ponder_time_picture/encoder"} <= summary_tags(os.path.join(run, "eval"))
     decoded = run_tool("t2t-relpos-decoder", f"--output_dir={run}", f"--data_dir={data_dir}",
                        "--decode_split=test", f"--decode_to_file={tmp_path / 'answers.txt'}",
                        f"--decode_ponder_plot={tmp_path / 'ponder.png'}", timeout=300)

@@ -303,7 +303,7 @@ class Trainer:
                 # Ponder times are 0 exactly at padding and at least 1 elsewhere.
                 tf.summary.histogram(f"ponder_time/{name}", tf.boolean_mask(times, times > 0.0))
                 picture = tf.clip_by_value(times[:rows] / limit, 0.0, 1.0)[None, :, :, None]
-                tf.summary.image(f"ponder_time/{name}", picture)
+                tf.summary.image(f"ponder_time_picture/{name}", picture)
 
     def _evaluate_batch(self, batch):
         details = self.model(batch, training=False, return_details=True)
