@@ -93,3 +93,16 @@ def test_optimizer_from_hparams():
     assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
     wrapped = optimizers.from_hparams(hp, mixed_precision="mixed_float16")
     assert wrapped.__class__.__name__ == "LossScaleOptimizer"
+
+
+def test_transformer_base_v3_schedule_is_tensor2tensors():
+    """tensor2tensor's v3 schedule "constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size" (constant 2.0, 8000
+    warm-up steps) is this package's noam schedule with multiplier 2.0: the sets that derive from
+    transformer_base_v3 (transformer_tiny, the UT sets) train at tensor2tensor's rates."""
+    for name in ("transformer_base_v3", "transformer_tiny", "universal_transformer_tiny"):
+        hp = registry.hparams(name)
+        schedule = schedules.from_hparams(hp)
+        for iteration in (0, 99, 4000, 7999, 8000, 50000):
+            step = iteration + 1.0  # The first update is step 1.
+            t2t = 2.0 * min(1.0, step / 8000) * max(step, 8000) ** -0.5 * hp.hidden_size ** -0.5
+            assert abs(float(schedule(iteration)) - t2t) <= 1e-6 * t2t, (name, iteration)
