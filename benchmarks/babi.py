@@ -20,7 +20,6 @@ import concurrent.futures
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 
@@ -36,21 +35,6 @@ PAPER = {
 }
 TASK_ERROR = re.compile(r"^\s+qa(\d+)\s+accuracy = [0-9.]+\s+error = ([0-9.]+)%", re.M)
 PONDER = re.compile(r"encoder_ponder_time ([0-9.]+)")
-
-
-def _tool(module, *args, log, threads=0):
-    """Runs a package CLI as `python -c`, appending its output to `log`; returns its stdout."""
-    code = f"import t2t_relpos.cli.{module} as m; m.run()"
-    env = dict(os.environ)
-    if threads:
-        env.update(TF_NUM_INTRAOP_THREADS=str(threads), TF_NUM_INTEROP_THREADS=str(threads))
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=False,
-                          env=env)
-    with open(log, "a", encoding="utf-8") as f:
-        f.write(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{module} failed ({proc.returncode}); see {log}")
-    return proc.stdout
 
 
 def run_name(hparams_set, layout, seed):
@@ -70,18 +54,19 @@ def run_one(hparams_set, layout, seed, args):
     threads = 1 if args.jobs > 1 else 0
     problem = f"babi_qa_{layout}_all_tasks_{args.subset}"
     began = time.perf_counter()
-    trained = _tool("trainer", f"--problem={problem}", f"--hparams_set={hparams_set}", f"--data_dir={args.data_dir}",
-                    f"--output_dir={run_dir}", f"--train_steps={args.train_steps}", "--eval_steps=20",
-                    f"--checkpoint_every={args.checkpoint_every}", "--log_every=500", f"--seed={seed}",
-                    log=log, threads=threads)
+    trained = common.run_cli(
+        "trainer", f"--problem={problem}", f"--hparams_set={hparams_set}", f"--data_dir={args.data_dir}",
+        f"--output_dir={run_dir}", f"--train_steps={args.train_steps}", "--eval_steps=20",
+        f"--checkpoint_every={args.checkpoint_every}", "--log_every=500", f"--seed={seed}", log=log, threads=threads)
     result = {"train_steps": args.train_steps, "hparams_set": hparams_set, "layout": layout, "seed": seed,
               "train_seconds": time.perf_counter() - began}
     ponder = PONDER.findall(trained)
     result["ponder_time"] = float(ponder[-1]) if ponder else None
     for split in ("eval", "test"):
-        decoded = _tool("decoder", f"--output_dir={run_dir}", f"--data_dir={args.data_dir}",
-                        f"--decode_split={split}", f"--decode_to_file={os.path.join(run_dir, split + '.txt')}",
-                        "--decode_hparams=beam_size=1,batch_size=64", log=log, threads=threads)
+        decoded = common.run_cli(
+            "decoder", f"--output_dir={run_dir}", f"--data_dir={args.data_dir}", f"--decode_split={split}",
+            f"--decode_to_file={os.path.join(run_dir, split + '.txt')}", "--decode_hparams=beam_size=1,batch_size=64",
+            log=log, threads=threads)
         result[split] = {int(task): float(error) for task, error in TASK_ERROR.findall(decoded)}
     if args.ponder_plot and "adaptive" in hparams_set:
         result["ponder_plot"] = ponder_plot(run_dir, args, log, threads)
@@ -99,19 +84,13 @@ def ponder_plot(run_dir, args, log, threads):
     with open(story, "w", encoding="utf-8") as f:
         f.write(babi_text.example_text(babi_text.read_task(args.data_dir, args.subset, 3, "test")[0]) + "\n")
     path = os.path.join(run_dir, "ponder_qa3.png")
-    _tool("decoder", f"--output_dir={run_dir}", f"--data_dir={args.data_dir}", f"--decode_from_file={story}",
-          f"--decode_to_file={story}.answer", f"--decode_ponder_plot={path}", log=log, threads=threads)
+    common.run_cli("decoder", f"--output_dir={run_dir}", f"--data_dir={args.data_dir}", f"--decode_from_file={story}",
+                   f"--decode_to_file={story}.answer", f"--decode_ponder_plot={path}", log=log, threads=threads)
     return path
 
 
 def _mean(errors):
     return sum(errors.values()) / len(errors)
-
-
-def _family(hparams_set):
-    if hparams_set.startswith("adaptive_universal"):
-        return "Adaptive UT"
-    return "Universal Transformer" if hparams_set.startswith("universal") else "Transformer"
 
 
 def report(results, args, seconds):
@@ -122,7 +101,8 @@ def report(results, args, seconds):
         if key not in best or _mean(result["eval"]) < _mean(best[key]["eval"]):
             best[key] = result
     headers = ["task"] + [f"`{s}` ({layout})" for s, layout in best]
-    rows = [[f"qa{task}"] + [f"{r['test'].get(task, float('nan')):.1f}" for r in best.values()] for task in range(1, 21)]
+    rows = [[f"qa{task}"] + [f"{r['test'].get(task, float('nan')):.1f}" for r in best.values()]
+            for task in range(1, 21)]
     rows.append(["**mean error**"] + [f"**{_mean(r['test']):.2f}**" for r in best.values()])
     rows.append(["failed (> 5%)"] + [str(sum(e > 5.0 for e in r["test"].values())) for r in best.values()])
     rows.append(["validation mean error"] + [f"{_mean(r['eval']):.2f}" for r in best.values()])

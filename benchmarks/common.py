@@ -179,6 +179,27 @@ def run_worker(args, timeout=None):
     return {"error": f"worker exited with {proc.returncode}: {tail}", "returncode": proc.returncode}
 
 
+def run_cli(module, *args, log, threads=0):
+    """Runs a package CLI (`t2t_relpos.cli.<module>`) as `python -c`, appending its output to `log`; its stdout.
+
+    `threads` > 0 limits TensorFlow's intra- and inter-op thread pools (0: one thread per core).
+
+    Raises:
+        RuntimeError: the tool failed; the message points at `log`.
+    """
+    code = f"import t2t_relpos.cli.{module} as m; m.run()"
+    env = dict(os.environ)
+    if threads:
+        env.update(TF_NUM_INTRAOP_THREADS=str(threads), TF_NUM_INTEROP_THREADS=str(threads))
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=False,
+                          env=env)
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{module} failed ({proc.returncode}); see {log}")
+    return proc.stdout
+
+
 def replace_section(name, text, path=README):
     """Put `text` between `<!-- BEGIN name -->` and `<!-- END name -->` in `path` (section appended if missing)."""
     begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"

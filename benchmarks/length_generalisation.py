@@ -17,7 +17,6 @@ import concurrent.futures
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 
@@ -25,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402  pylint: disable=wrong-import-position
 
-MODELS = {  # name -> hparams set (tiny sizes: 2+2 layers or 2-layer-equivalent recurrences, width 64)
+MODELS = {  # name -> hparams set (the CPU sets: 2+2 layers or 8 recurrent steps, width 64; the UTs pre-norm)
     "transformer": "transformer_cpu",
     "transformer_rel": "transformer_cpu_rel",
     "universal_transformer": "universal_transformer_cpu",
@@ -57,24 +56,6 @@ def length_buckets(text):
     return buckets
 
 
-def _tool(module, *args, log, threads=0):
-    """Runs a package CLI as `python -c`, appending its output to `log`; returns its stdout.
-
-    `threads` > 0 limits TensorFlow's intra- and inter-op thread pools (0: one thread per core).
-    """
-    code = f"import t2t_relpos.cli.{module} as m; m.run()"
-    env = dict(os.environ)
-    if threads:
-        env.update(TF_NUM_INTRAOP_THREADS=str(threads), TF_NUM_INTEROP_THREADS=str(threads))
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=False,
-                          env=env)
-    with open(log, "a", encoding="utf-8") as f:
-        f.write(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{module} failed ({proc.returncode}); see {log}")
-    return proc.stdout
-
-
 def run_one(task, model, args):
     """Trains and decodes one pair; returns (char accuracy, seq accuracy, seconds, ponder time or None)."""
     run_dir = os.path.join(args.work_dir, f"{task}_{model}")
@@ -88,13 +69,15 @@ def run_one(task, model, args):
             return tuple(previous["result"])
     threads = 1 if args.jobs > 1 else 0
     began = time.perf_counter()
-    trained = _tool("trainer", f"--problem=algorithmic_{task}_decimal40", f"--hparams_set={MODELS[model]}",
-                    f"--output_dir={run_dir}", f"--train_steps={args.train_steps}", "--eval_steps=4",
-                    f"--checkpoint_every={args.train_steps}", "--log_every=500", "--seed=1", log=log, threads=threads)
-    decoded = _tool("decoder", f"--output_dir={run_dir}", "--decode_split=eval", "--decode_to_file="
-                    + os.path.join(run_dir, "decoded_eval.txt"),
-                    f"--decode_hparams=beam_size=1,batch_size=50,num_samples={args.num_samples}", log=log,
-                    threads=threads)
+    # Checkpoints every 1000 steps: a run stopped midway resumes (raising --train_steps continues it too).
+    trained = common.run_cli(
+        "trainer", f"--problem=algorithmic_{task}_decimal40", f"--hparams_set={MODELS[model]}",
+        f"--output_dir={run_dir}", f"--train_steps={args.train_steps}", "--eval_steps=4",
+        f"--checkpoint_every={min(1000, args.train_steps)}", "--log_every=500", "--seed=1", log=log, threads=threads)
+    decoded = common.run_cli(
+        "decoder", f"--output_dir={run_dir}", "--decode_split=eval",
+        "--decode_to_file=" + os.path.join(run_dir, "decoded_eval.txt"),
+        f"--decode_hparams=beam_size=1,batch_size=50,num_samples={args.num_samples}", log=log, threads=threads)
     char, seq = (float(v) for v in ACCURACY.search(decoded).groups())
     ponder = PONDER.findall(trained)
     result = (char, seq, time.perf_counter() - began, float(ponder[-1]) if ponder else None)
@@ -128,11 +111,13 @@ def report(results, args, seconds):
         f"`{args.work_dir}` and reused when finished) took {sum(r[2] for r in results.values()) / 60:.0f} min "
         f"of wall time in all, {args.jobs} at a time.  ",
         f"Machine: {common.machine_description()}.", "",
-        f"Train on decimal strings of length <= 40 for {args.train_steps} steps (tiny sets: width 64), decode the "
-        f"first {args.num_samples} evaluation strings (length 1-400) greedily: char and seq accuracy over all of them, and char accuracy of those of lengths 11-40 (inside the "
-        f"training lengths) and 201-400; {args.jobs} pair(s) at a time"
+        f"Train on decimal strings of length <= 40 for {args.train_steps} steps (the `*_cpu` sets: width 64, the "
+        f"UTs pre-norm), decode the first {args.num_samples} evaluation strings (length 1-400) greedily: char and "
+        "seq accuracy over all of them, and char accuracy of those of lengths 11-40 (inside the training lengths) "
+        f"and 201-400; {args.jobs} pair(s) at a time"
         f"{', each on one TensorFlow thread' if args.jobs > 1 else ''}; minutes: the pair's wall time. The paper's "
-        "rows are its base-size models trained to convergence: a reference for the trend, not a like-for-like comparison.", "",
+        "rows are its base-size models trained to convergence: a reference for the trend, not a like-for-like "
+        "comparison.", "",
         common.markdown_table(headers, rows, align="llrrrrrrr")])
 
 

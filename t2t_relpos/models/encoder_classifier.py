@@ -17,9 +17,8 @@ from t2t_relpos.layers.act import ponder_cost
 from t2t_relpos.layers.embedding import TokenEmbedding
 from t2t_relpos.layers.fact_embedding import FactEmbedding
 from t2t_relpos.layers.transformer_stack import TransformerEncoder
-from t2t_relpos.layers.universal import UniversalTransformerEncoder
 from t2t_relpos.models.transformer import PAD_ID, stack_arguments
-from t2t_relpos.models.universal_transformer import RECURRENCE_HPARAMS
+from t2t_relpos.models.universal_transformer import RECURRENCE_HPARAMS, RecurrentEncoderMixin
 
 ENCODER_HPARAMS = (
     "hidden_size", "filter_size", "num_heads", "num_encoder_layers", "attention_key_channels",
@@ -151,7 +150,7 @@ class TransformerEncoderClassifier(keras.Model):
 
 @registry.register_model("universal_transformer_encoder")
 @keras.saving.register_keras_serializable(package="t2t_relpos")
-class UniversalTransformerEncoderClassifier(TransformerEncoderClassifier):
+class UniversalTransformerEncoderClassifier(RecurrentEncoderMixin, TransformerEncoderClassifier):
     """A Universal Transformer encoder (fixed steps or ACT) and a class-label output.
 
     With `recurrence_type="act"` the details hold the ponder loss `act_loss_weight * mean(N + R)` over the
@@ -160,7 +159,7 @@ class UniversalTransformerEncoderClassifier(TransformerEncoderClassifier):
 
     Args:
         num_rec_steps, recurrence_type, transition_type, act_max_steps, act_epsilon, act_halting_bias_init,
-            act_loss_weight: as for `UniversalTransformer`.
+            step_timing_signal_type, act_loss_weight: as for `UniversalTransformer` (keyword arguments).
         **kwargs: `TransformerEncoderClassifier`'s arguments (`num_encoder_layers` is unused).
 
     Example:
@@ -174,28 +173,9 @@ class UniversalTransformerEncoderClassifier(TransformerEncoderClassifier):
     ((1, 1, 6), (1, 3))
     """
 
-    def __init__(self, input_vocab_size, target_vocab_size, num_rec_steps=6, recurrence_type="basic",
-                 transition_type="ffn", act_max_steps=12, act_epsilon=0.01, act_halting_bias_init=1.0,
-                 act_loss_weight=0.01, step_timing_signal_type="sinusoid", **kwargs):
-        self.recurrence = {
-            "num_rec_steps": num_rec_steps, "recurrence_type": recurrence_type,
-            "transition_type": transition_type, "act_max_steps": act_max_steps, "act_epsilon": act_epsilon,
-            "act_halting_bias_init": act_halting_bias_init, "step_timing_signal_type": step_timing_signal_type,
-        }
-        self.act_loss_weight = act_loss_weight
-        super().__init__(input_vocab_size, target_vocab_size, **kwargs)
-
     @classmethod
     def hparams_names(cls):
         return ENCODER_HPARAMS + RECURRENCE_HPARAMS
-
-    def make_encoder(self, num_layers, stack_kwargs):
-        del num_layers  # Depth is the number of recurrent steps.
-        return UniversalTransformerEncoder(**self.recurrence, **stack_kwargs, name="encoder")
-
-    @property
-    def adaptive(self):
-        return self.recurrence["recurrence_type"] == "act"
 
     def encode_with_ponder_times(self, inputs, training=None):
         x, mask = self.embed(inputs)
@@ -211,9 +191,3 @@ class UniversalTransformerEncoderClassifier(TransformerEncoderClassifier):
             return {}
         cost = ponder_cost(ponder_times, mask)
         return {"losses": {"act_loss": self.act_loss_weight * cost}, "summaries": {"encoder_ponder_time": cost}}
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(self.recurrence)
-        config["act_loss_weight"] = self.act_loss_weight
-        return config

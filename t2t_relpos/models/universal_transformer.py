@@ -15,9 +15,41 @@ RECURRENCE_HPARAMS = (
 )
 
 
+# The recurrence's constructor arguments (those of `UniversalTransformerEncoder` / `Decoder`) and their defaults.
+RECURRENCE_DEFAULTS = {
+    "num_rec_steps": 6, "recurrence_type": "basic", "transition_type": "ffn", "act_max_steps": 12,
+    "act_epsilon": 0.01, "act_halting_bias_init": 1.0, "step_timing_signal_type": "sinusoid",
+}
+
+
+class RecurrentEncoderMixin:
+    """What the Universal Transformer models share: the recurrence's arguments (`RECURRENCE_DEFAULTS`, taken out
+    of the keyword arguments), the ponder loss weight, a Universal Transformer encoder, and their config."""
+
+    def __init__(self, input_vocab_size, target_vocab_size, act_loss_weight=0.01, **kwargs):
+        # Set before the parent's __init__, which calls make_encoder (and make_decoder).
+        self.recurrence = {name: kwargs.pop(name, default) for name, default in RECURRENCE_DEFAULTS.items()}
+        self.act_loss_weight = act_loss_weight
+        super().__init__(input_vocab_size, target_vocab_size, **kwargs)
+
+    def make_encoder(self, num_layers, stack_kwargs):
+        del num_layers  # Depth is the number of recurrent steps.
+        return UniversalTransformerEncoder(**self.recurrence, **stack_kwargs, name="encoder")
+
+    @property
+    def adaptive(self):
+        return self.recurrence["recurrence_type"] == "act"
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(self.recurrence)
+        config["act_loss_weight"] = self.act_loss_weight
+        return config
+
+
 @registry.register_model("universal_transformer")
 @keras.saving.register_keras_serializable(package="t2t_relpos")
-class UniversalTransformer(Transformer):
+class UniversalTransformer(RecurrentEncoderMixin, Transformer):
     """Encoder-decoder Universal Transformer: one encoder block and one decoder block, each shared over steps.
 
     Everything else (embeddings, softmax, the `encode` / `decode` / `init_cache` / `decode_step` contract used
@@ -51,34 +83,14 @@ class UniversalTransformer(Transformer):
     (1, 4)
     """
 
-    def __init__(self, input_vocab_size, target_vocab_size, num_rec_steps=6, recurrence_type="basic",
-                 transition_type="ffn", act_max_steps=12, act_epsilon=0.01, act_halting_bias_init=1.0,
-                 act_loss_weight=0.01, step_timing_signal_type="sinusoid", **kwargs):
-        # Set before the Transformer's __init__, which calls make_encoder / make_decoder.
-        self.recurrence = {
-            "num_rec_steps": num_rec_steps, "recurrence_type": recurrence_type,
-            "transition_type": transition_type, "act_max_steps": act_max_steps, "act_epsilon": act_epsilon,
-            "act_halting_bias_init": act_halting_bias_init, "step_timing_signal_type": step_timing_signal_type,
-        }
-        self.act_loss_weight = act_loss_weight
-        super().__init__(input_vocab_size, target_vocab_size, **kwargs)
-
     @classmethod
     def hparams_names(cls):
         return ARCHITECTURE_HPARAMS + RECURRENCE_HPARAMS
 
     # -- construction ------------------------------------------------------------------------------------
-    def make_encoder(self, num_layers, stack_kwargs):
-        del num_layers  # Depth is the number of recurrent steps.
-        return UniversalTransformerEncoder(**self.recurrence, **stack_kwargs, name="encoder")
-
     def make_decoder(self, num_layers, stack_kwargs):
         del num_layers
         return UniversalTransformerDecoder(**self.recurrence, **stack_kwargs, name="decoder")
-
-    @property
-    def adaptive(self):
-        return self.recurrence["recurrence_type"] == "act"
 
     # -- the forward pass --------------------------------------------------------------------------------
     def encode_with_ponder_times(self, inputs, training=None):
@@ -116,9 +128,3 @@ class UniversalTransformer(Transformer):
             details["summaries"]["encoder_ponder_time"] = encoder_cost
             details["summaries"]["decoder_ponder_time"] = decoder_cost
         return details
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(self.recurrence)
-        config["act_loss_weight"] = self.act_loss_weight
-        return config
