@@ -40,6 +40,8 @@ PAPER = {
 }
 ACCURACY = re.compile(r"^char_accuracy = ([0-9.]+)\s+seq_accuracy = ([0-9.]+)", re.M)
 PONDER = re.compile(r"encoder_ponder_time ([0-9.]+)")
+# The trainer's progress line: teacher-forced token accuracy of the step's batch (training lengths, <= 40).
+TRAIN_ACCURACY = re.compile(r"^step \d+/\d+\s+loss [0-9.e+-]+\s+accuracy ([0-9.]+)", re.M)
 # The decoder's accuracy by reference length: "  reference length  11-40 char_accuracy = 0.14  seq_accuracy = ..."
 BUCKET = re.compile(r"^\s+reference length\s+(\d+-\d+)\s+char_accuracy = ([0-9.]+)\s+seq_accuracy = ([0-9.]+)", re.M)
 # Buckets shown beside the overall figures: inside the training lengths, and the longest.
@@ -86,12 +88,22 @@ def run_one(task, model, args):
     return result
 
 
-def _buckets_of(task, model, args):
+def _log_of(task, model, args):
     try:
         with open(os.path.join(args.work_dir, f"{task}_{model}.log"), encoding="utf-8") as f:
-            return length_buckets(f.read())
+            return f.read()
     except OSError:
-        return {}
+        return ""
+
+
+def _buckets_of(task, model, args):
+    return length_buckets(_log_of(task, model, args))
+
+
+def _training_accuracy(task, model, args):
+    """The last training batch's teacher-forced accuracy (lengths <= 40): has the model learned the task?"""
+    found = TRAIN_ACCURACY.findall(_log_of(task, model, args))
+    return f"{float(found[-1]):.2f}" if found else ""
 
 
 def report(results, args, seconds):
@@ -100,10 +112,10 @@ def report(results, args, seconds):
         paper = PAPER.get(model.replace("_rel", "").replace("adaptive_", ""), {}).get(task)
         buckets = _buckets_of(task, model, args)
         shown = [f"{buckets[b][0]:.2f}" if b in buckets else "" for b in SHOWN_BUCKETS]
-        rows.append([TASKS[task], model, *shown, f"{char:.2f}", f"{seq:.2f}",
+        rows.append([TASKS[task], model, _training_accuracy(task, model, args), *shown, f"{char:.2f}", f"{seq:.2f}",
                      f"{paper[0]:.2f} / {paper[1]:.2f}" if paper else "", "" if ponder is None else f"{ponder:.2f}",
                      f"{took / 60:.1f}"])
-    headers = ["task", "model", *(f"char acc, length {b}" for b in SHOWN_BUCKETS), "char acc", "seq acc",
+    headers = ["task", "model", "train acc", *(f"char acc, length {b}" for b in SHOWN_BUCKETS), "char acc", "seq acc",
                "paper (char / seq)", "ponder (enc.)", "minutes"]
     return "\n".join([
         "## Length generalisation (UT paper, Table 4 protocol)", "",
@@ -118,7 +130,7 @@ def report(results, args, seconds):
         f"{', each on one TensorFlow thread' if args.jobs > 1 else ''}; minutes: the pair's wall time. The paper's "
         "rows are its base-size models trained to convergence: a reference for the trend, not a like-for-like "
         "comparison.", "",
-        common.markdown_table(headers, rows, align="llrrrrrrr")])
+        common.markdown_table(headers, rows, align="llrrrrrrrr")])
 
 
 def main(argv=None):
