@@ -32,14 +32,17 @@ def test_length_buckets_keep_the_last_report():
 
 
 def test_length_generalisation_report_puts_paper_rows_beside_ours(tmp_path):
-    (tmp_path / "reverse_universal_transformer_rel.log").write_text(_DECODER_OUTPUT)
+    trainer = "step 500/1000  loss 1.2  accuracy 0.4218  lr 0.01\nstep 1000/1000  loss 0.5  accuracy 0.9873  lr 0.01\n"
+    (tmp_path / "reverse_universal_transformer_rel.log").write_text(trainer + _DECODER_OUTPUT)
     args = types.SimpleNamespace(work_dir=str(tmp_path), train_steps=10, num_samples=100, jobs=2)
     results = {("reverse", "universal_transformer_rel"): (0.0252, 0.0, 120.0, 8.0),
                ("addition", "transformer"): (0.1, 0.0, 60.0, None)}
     table = length_generalisation.report(results, args, 180.0).splitlines()[-4:]
-    assert [c.strip() for c in table[2].split("|")[3:9]] == ["0.14", "0.01", "0.03", "0.00", "0.96 / 0.46", "8.00"]
-    # No log for this pair: the by-length cells stay empty; the paper's Transformer addition row is 0.07 / 0.00.
-    assert [c.strip() for c in table[3].split("|")[3:8]] == ["", "", "0.10", "0.00", "0.07 / 0.00"]
+    # The last training batch's accuracy, then the decoded accuracy by length and overall, the paper, ponder time.
+    assert [c.strip() for c in table[2].split("|")[3:10]] == ["0.99", "0.14", "0.01", "0.03", "0.00", "0.96 / 0.46",
+                                                             "8.00"]
+    # No log for this pair: the log's cells stay empty; the paper's Transformer addition row is 0.07 / 0.00.
+    assert [c.strip() for c in table[3].split("|")[3:9]] == ["", "", "", "0.10", "0.00", "0.07 / 0.00"]
 
 
 def _result(bleu, loss=2.0, train_s=600.0):
