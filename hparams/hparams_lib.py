@@ -117,13 +117,17 @@ class HParams:
         """Applies a `name=value,name=value` string (the `--hparams` flag) and returns self.
 
         Values are read according to the field's type: `true`/`false` for bools, `[1,2]` for lists, strings
-        with or without quotes.
+        with or without quotes. A field named twice is an error.
         """
+        seen = set()
         for item in _split_items(overrides or ""):
             if "=" not in item:
                 raise errors.HParamsError(f"malformed --hparams item {item!r}: expected name=value")
             name, text = (part.strip() for part in item.split("=", 1))
             kind = self._field_type(name)
+            if name in seen:  # Keeping the last value silently would hide a typo in a long override list.
+                raise errors.HParamsError(f"hparam {name!r} is set twice in {overrides!r}")
+            seen.add(name)
             self.set_hparam(name, _parse_value(name, kind, text))
         return self
 

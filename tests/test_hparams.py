@@ -6,7 +6,7 @@ import pytest
 
 from t2t_relpos import errors
 from t2t_relpos import registry
-from t2t_relpos.hparams import HParams, stored
+from t2t_relpos.hparams import HParams, checks, stored
 
 SETS = ("transformer_base", "transformer_big", "transformer_base_rel", "transformer_big_rel",
         "transformer_big_rel_enfr", "transformer_tiny", "transformer_tiny_rel")
@@ -96,6 +96,35 @@ def test_overrides_are_typed():
 def test_bad_overrides_name_the_field(overrides, pattern):
     with pytest.raises(errors.HParamsError, match=pattern):
         registry.hparams("transformer_big_rel").parse(overrides)
+
+
+def test_a_field_set_twice_is_refused():
+    with pytest.raises(errors.HParamsError, match="'hidden_size' is set twice"):
+        registry.hparams("transformer_tiny").parse("hidden_size=64,num_heads=4,hidden_size=128")
+
+
+@pytest.mark.parametrize("overrides, pattern", [
+    ("num_heads=0", r"'num_heads' must be >= 1, got 0"),
+    ("num_heads=-4", r"'num_heads' must be >= 1, got -4"),
+    ("hidden_size=64,num_heads=5", r"'num_heads' \(5\) must divide 'hidden_size' \(64\)"),
+    ("max_relative_position=-1", r"'max_relative_position' must be >= 0, got -1"),
+    ("layer_prepostprocess_dropout=1.5", r"'layer_prepostprocess_dropout' must be in \[0, 1\)"),
+    ("beam_size=0", r"'beam_size' must be >= 1"),
+])
+def test_resolved_hparams_that_cannot_build_a_model_name_the_field(overrides, pattern):
+    with pytest.raises(errors.HParamsError, match=pattern):
+        stored.resolve("transformer_tiny_rel", overrides)
+
+
+def test_heads_need_not_divide_the_width_with_explicit_head_depths():
+    hp = stored.resolve("transformer_tiny_rel", "hidden_size=64,num_heads=5,attention_key_channels=8,"
+                        "attention_value_channels=8")
+    assert hp.num_heads == 5
+
+
+@pytest.mark.parametrize("name", registry.list_hparams())
+def test_every_registered_set_passes_the_checks(name):
+    checks.check(registry.hparams(name))
 
 
 def test_unknown_field_lists_close_names():

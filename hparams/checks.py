@@ -1,0 +1,47 @@
+"""Checks of resolved hyperparameters: a value no model or trainer can use is an error naming the field.
+
+Types are checked by `HParams` itself; these are the ranges and the relations between fields (heads must
+divide the width), checked when a run's hparams are resolved, before anything is built or trained.
+"""
+
+from t2t_relpos import errors
+
+_AT_LEAST_ONE = (
+    "hidden_size", "filter_size", "num_heads", "num_encoder_layers", "num_decoder_layers", "batch_size",
+    "max_length", "min_length_bucket", "accumulation_steps", "beam_size", "num_averaged_checkpoints",
+    "num_rec_steps", "act_max_steps",
+)
+_AT_LEAST_ZERO = (
+    "attention_key_channels", "attention_value_channels", "max_relative_position", "extra_length",
+    "learning_rate_warmup_steps", "train_steps", "weight_decay", "clip_grad_norm", "alpha",
+)
+_RATES = ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "label_smoothing")
+
+
+def check(hp):
+    """Raises `HParamsError` naming the first field of `hp` whose value cannot work; returns `hp`."""
+
+    def fail(name, wanted):
+        raise errors.HParamsError(f"hparam {name!r} must be {wanted}, got {hp.get(name)!r}")
+
+    for name in _AT_LEAST_ONE:
+        if name in hp and hp.get(name) < 1:
+            fail(name, ">= 1")
+    for name in _AT_LEAST_ZERO:
+        if name in hp and hp.get(name) < 0:
+            fail(name, ">= 0")
+    for name in _RATES:
+        if name in hp and not 0.0 <= hp.get(name) < 1.0:
+            fail(name, "in [0, 1)")
+    if "act_epsilon" in hp and not 0.0 < hp.act_epsilon < 1.0:
+        fail("act_epsilon", "in (0, 1)")
+    if "length_bucket_step" in hp and hp.length_bucket_step <= 1.0:
+        fail("length_bucket_step", "> 1")
+    if {"hidden_size", "num_heads"} <= set(hp.values()):
+        per_head = [hp.get("attention_key_channels", 0), hp.get("attention_value_channels", 0)]
+        if hp.hidden_size % hp.num_heads and not all(per_head):
+            raise errors.HParamsError(
+                f"hparam 'num_heads' ({hp.num_heads}) must divide 'hidden_size' ({hp.hidden_size}): each head "
+                "gets hidden_size / num_heads channels (or set attention_key_channels and "
+                "attention_value_channels)")
+    return hp
