@@ -324,6 +324,31 @@ def test_argument_validation():
         make_layer(max_relative_position=None, num_edge_labels=3)(random_inputs())
 
 
+@pytest.mark.parametrize("labels, pattern", [
+    (np.full((B, T, T), 3, "int32"), r"in \[0, num_edge_labels=3\), got 3"),
+    (np.full((B, T, T), -1, "int32"), r"got -1"),
+    (np.zeros((B, T, T), "float32"), r"must be integers.*float32"),
+])
+def test_edge_labels_that_cannot_be_read_are_refused(labels, pattern):
+    layer = make_layer(max_relative_position=None, num_edge_labels=3)
+    with pytest.raises(ValueError, match=pattern):
+        layer(random_inputs(), edge_labels=labels)
+    # Inside a compiled function the range is not checked (it would cost a host round trip), the dtype is.
+    compiled = tf.function(lambda x, e: layer(x, edge_labels=e))
+    if labels.dtype.kind == "f":
+        with pytest.raises(ValueError, match=pattern):
+            compiled(random_inputs(), labels)
+    else:
+        assert compiled(random_inputs(), labels).shape == (B, T, D)
+
+
+def test_edge_labels_given_to_a_distance_layer_are_refused():
+    labels = np.zeros((B, T, T), "int32")
+    for layer in (make_layer(max_relative_position=2), make_layer(max_relative_position=None)):
+        with pytest.raises(ValueError, match="would ignore them"):
+            layer(random_inputs(), edge_labels=labels)
+
+
 def test_relation_table_shapes():
     per_head = make_layer(max_relative_position=3)
     per_head(random_inputs())

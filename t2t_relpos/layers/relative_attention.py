@@ -4,6 +4,7 @@ import warnings
 
 import keras
 from keras import ops
+import numpy as np
 
 from t2t_relpos.layers import relative_ops
 
@@ -14,6 +15,16 @@ except ImportError:  # pragma: no cover
         return getattr(x, "_keras_mask", None)
 
 _MASKED_LOGIT = -1e9
+
+
+def _concrete(x):
+    """`x` as a numpy array when it holds values (eager execution), None inside a trace or compilation."""
+    if isinstance(x, np.ndarray):
+        return x
+    try:
+        return ops.convert_to_numpy(x)
+    except (TypeError, RuntimeError):  # Symbolic: TensorFlow raises NotImplementedError, JAX a TypeError.
+        return None
 
 # A single key (the first decoding step) is a legitimate softmax over one element.
 warnings.filterwarnings("ignore", message="You are using a softmax over axis -1 of a tensor of shape")
@@ -70,7 +81,10 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
         key_mask: bool `[B, Tk]`, like `value_mask`.
         attention_mask: bool `[B, Tq, Tk]`, True where query i may attend to key j.
         use_causal_mask: Mask keys at positions after the query's.
-        edge_labels: int `[B, Tq, Tk]` relation labels, required with `num_edge_labels`.
+        edge_labels: int `[B, Tq, Tk]` relation labels in `[0, num_edge_labels)`, required with
+            `num_edge_labels` and refused without it. Float labels are refused; labels out of range are an
+            error in eager calls, but are not checked inside `tf.function` / `jax.jit` (checking there would
+            cost a reduction and a host round trip per call), where they read meaningless relations.
         cache: dict with `"key"` `[B, H, S, d_z]` and `"value"` `[B, H, S, d_v]` (heads first: a decoding
             step reads them as they are, without a transpose of the whole buffer).
         cache_index: int scalar, where the new keys/values go in `cache` (None: `cache` is precomputed).
@@ -214,6 +228,8 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
             value_mask = _keras_mask(value)
         if self.num_edge_labels is not None and edge_labels is None:
             raise ValueError("this layer was built with num_edge_labels; pass edge_labels [B, Tq, Tk]")
+        if edge_labels is not None:
+            edge_labels = self._checked_edge_labels(edge_labels)
 
         q = self._project(query, self._query, self.key_dim)
         if cache is not None and cache_index is None:
@@ -270,6 +286,28 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
         if cache is not None:
             results.append(cache)
         return results[0] if len(results) == 1 else tuple(results)
+
+    def _checked_edge_labels(self, labels):
+        """Refuses labels this layer cannot read; their range only where that costs nothing (eager calls).
+
+        Inside a compiled function an out-of-range label is not detected: it reads a meaningless relation.
+        """
+        if self.num_edge_labels is None:
+            kind = (f"relative positions (max_relative_position={self.max_relative_position})"
+                    if self.max_relative_position is not None else "no relations")
+            raise ValueError(f"edge_labels given to a layer with {kind}, which would ignore them; build it with "
+                             "num_edge_labels=R to attend over labelled edges")
+        if not hasattr(labels, "dtype"):
+            labels = np.asarray(labels)
+        dtype = keras.backend.standardize_dtype(labels.dtype)
+        if "int" not in dtype:
+            raise ValueError(f"edge_labels must be integers in [0, {self.num_edge_labels}), got {dtype} (casting "
+                             "would silently truncate them)")
+        values = _concrete(labels)
+        if values is not None and values.size and not 0 <= values.min() <= values.max() < self.num_edge_labels:
+            bad = values.min() if values.min() < 0 else values.max()
+            raise ValueError(f"edge_labels must be in [0, num_edge_labels={self.num_edge_labels}), got {bad}")
+        return labels
 
     def _relations(self, query_positions, num_keys, edge_labels, use_causal_mask):
         if self.relative_key_embeddings is None and self.relative_value_embeddings is None:
