@@ -174,3 +174,41 @@ def test_averaging_two_checkpoints_gives_the_mean(tmp_path):
     averaging.average(model, [path_a, path_b])
     for w, a, b in zip(model.weights, first, second):
         np.testing.assert_allclose(w.numpy(), (a + b) / 2, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_a_rows_output_limit_is_its_own_source_length_plus_extra(model, beam_size):
+    """Beside a long source, a short one may not decode longer than it would alone (nor the reverse)."""
+    inputs = np.zeros((2, 12), np.int32)
+    inputs[0, :3] = [4, 5, 1]
+    inputs[1, :12] = [3, 4, 5, 6, 7, 8, 9, 10, 4, 5, 6, 1]
+    extra = 2
+    lengths = search.decode_lengths(inputs, extra)
+    np.testing.assert_array_equal(ops.convert_to_numpy(lengths), [5, 14])
+
+    def run(batch, max_length, row_lengths=None):
+        if beam_size == 1:
+            return ops.convert_to_numpy(search.greedy(model, batch, max_length, lengths=row_lengths)[0])
+        ids = search.beam_search(model, batch, max_length, beam_size, lengths=row_lengths)[0]
+        return ops.convert_to_numpy(ids)[:, 0]
+
+    together = run(inputs, 14, lengths)
+    alone = run(inputs[:1, :3], 5)
+    assert np.count_nonzero(together[0]) <= 5 and not together[0, 5:].any()
+    np.testing.assert_array_equal(together[0, :5], alone[0])
+    np.testing.assert_array_equal(together[1], run(inputs[1:], 14)[0])
+
+
+def test_translator_output_does_not_depend_on_batch_mates_and_builds_the_model():
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.decoding import translator as translator_lib  # pylint: disable=import-outside-toplevel
+
+    problem = registry.problem("algorithmic_reverse_decimal40")
+    hparams = registry.hparams("transformer_tiny_rel").parse("hidden_size=16,filter_size=32,num_heads=2")
+    model = Transformer.from_hparams(hparams, *problem.vocab_sizes())  # Never called: not built.
+    for beam_size in (1, 2):
+        translator = translator_lib.Translator(model, problem, beam_size=beam_size, extra_length=5)
+        alone = translator.translate(["0123"])[0]
+        beside = translator.translate(["0123", "9" * 60])[0]
+        assert alone == beside
+        assert len(alone) <= 4 + 1 + 5  # Four digits, EOS, extra_length: untrained, it rambles to the limit.

@@ -9,8 +9,8 @@ The SavedModel needs TensorFlow only (and tensorflow-text for SentencePiece voca
     translate(tf.constant(["0123456789"]))["outputs"]              # -> [b"9876543210"]
 
 The signature takes a batch of strings `[B]` and returns `outputs` (strings `[B]`) and `scores` (float32
-`[B]`: the log-probability, length-normalised under beam search). Decoding stops at EOS or at source
-length + `extra_length` tokens.
+`[B]`: the log-probability, length-normalised under beam search). Decoding stops at EOS or at the text's own
+source length + `extra_length` tokens, whatever else is in the batch (as in `t2t-relpos-decoder`).
 """
 
 import os
@@ -36,6 +36,7 @@ class ServingModule(tf.Module):
                  max_input_length=1024):
         super().__init__(name="serving")
         encoders = problem.feature_encoders(data_dir)
+        search.ensure_built(model)  # Before `translate` is traced.
         self.model = model
         self.input_tokenizer = encoders["inputs"].graph_tokenizer()
         self.target_tokenizer = encoders["targets"].graph_tokenizer()
@@ -51,11 +52,12 @@ class ServingModule(tf.Module):
         eos = tf.fill([ids.nrows(), 1], tf.constant(EOS_ID, ids.dtype))
         inputs = tf.concat([ids, eos], axis=1).to_tensor()
         max_length = tf.shape(inputs)[1] + self.extra_length
+        lengths = search.decode_lengths(inputs, self.extra_length)  # Per text, as the decoder does.
         if self.beam_size > 1:
-            out, scores = search.beam_search(self.model, inputs, max_length, self.beam_size, self.alpha)
+            out, scores = search.beam_search(self.model, inputs, max_length, self.beam_size, self.alpha, lengths)
             out, scores = out[:, 0], scores[:, 0]
         else:
-            out, scores = search.greedy(self.model, inputs, max_length)
+            out, scores = search.greedy(self.model, inputs, max_length, lengths=lengths)
         # An empty (or all-whitespace) text translates to an empty text.
         empty = tf.logical_or(tf.equal(ids.row_lengths(), 0), tf.equal(tf.strings.strip(texts), ""))
         outputs = tf.where(empty, "", self.target_tokenizer.detokenize(out))

@@ -29,13 +29,41 @@ def length_penalty(length, alpha):
     return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
 
 
+def source_lengths(inputs):
+    """int `[B]`: the length of each source without its padding (EOS included)."""
+    return ops.sum(ops.cast(ops.not_equal(inputs, PAD_ID), "int32"), axis=-1)
+
+
 def max_decode_length(inputs, extra_length):
-    """Source length (without padding) + `extra_length`, the longest output considered."""
-    source = ops.sum(ops.cast(ops.not_equal(inputs, PAD_ID), "int32"), axis=-1)
-    return ops.max(source) + extra_length
+    """The longest source (without padding) + `extra_length`: the longest output of the batch."""
+    return ops.max(source_lengths(inputs)) + extra_length
 
 
-def greedy(model, inputs, max_length, temperature=0.0, top_k=0, seed=None):
+def decode_lengths(inputs, extra_length):
+    """int `[B]`: each source's own output limit, its length (without padding) + `extra_length`.
+
+    Pass it as `lengths` to `greedy` / `beam_search` so that a sentence decodes the same whatever it is
+    batched with (the batch's padded width would let a short sentence ramble on beside a long one).
+    """
+    return source_lengths(inputs) + extra_length
+
+
+def ensure_built(model):
+    """Builds a model made with `from_hparams` but never called: its caches need the weights' shapes.
+
+    Call it outside `tf.function` when the search is traced (variables are made once, eagerly).
+    """
+    if getattr(model, "built", True) is False:
+        model.build()
+
+
+def _row_lengths(lengths, batch, max_length):
+    if lengths is None:
+        return ops.full((batch,), max_length, "int32")
+    return ops.minimum(ops.cast(lengths, "int32"), max_length)
+
+
+def greedy(model, inputs, max_length, temperature=0.0, top_k=0, seed=None, lengths=None):
     """Decodes the most probable token at each step (or samples, when `temperature > 0`).
 
     Args:
@@ -45,13 +73,17 @@ def greedy(model, inputs, max_length, temperature=0.0, top_k=0, seed=None):
         temperature: 0 for greedy decoding; > 0 samples from softmax(logits / temperature).
         top_k: When sampling, only from the k most probable tokens (0: all).
         seed: int or `keras.random.SeedGenerator` for sampling.
+        lengths: Optional int `[B]`, the longest output of each row (at most `max_length`), e.g.
+            `decode_lengths(inputs, extra_length)`; default `max_length` for every row.
 
     Returns:
         (ids `[B, max_length]`, log-probabilities of the sequences `[B]`).
     """
+    ensure_built(model)
     encoder_output, encoder_mask = model.encode(inputs, training=False)
     cache = model.init_cache(encoder_output, encoder_mask, max_length)
     batch = ops.shape(inputs)[0]
+    lengths = _row_lengths(lengths, batch, max_length)
     seed = keras.random.SeedGenerator(seed) if temperature > 0 and not isinstance(
         seed, keras.random.SeedGenerator) else seed
 
@@ -69,11 +101,11 @@ def greedy(model, inputs, max_length, temperature=0.0, top_k=0, seed=None):
         gained = ops.take_along_axis(log_probs, nxt[:, None], axis=-1)[:, 0]
         score = score + ops.where(finished, 0.0, gained)
         out = ops.slice_update(out, [0, i], nxt[:, None])
-        finished = ops.logical_or(finished, ops.equal(nxt, EOS_ID))
+        finished = ops.logical_or(ops.logical_or(finished, ops.equal(nxt, EOS_ID)), i + 1 >= lengths)
         return i + 1, nxt, cache, out, finished, score
 
     state = (ops.convert_to_tensor(0, "int32"), ops.zeros((batch,), "int32"), cache,
-             ops.zeros((batch, max_length), "int32"), ops.zeros((batch,), "bool"), ops.zeros((batch,)))
+             ops.zeros((batch, max_length), "int32"), lengths <= 0, ops.zeros((batch,)))
     _, _, _, out, _, score = ops.while_loop(cond, body, state, maximum_iterations=max_length)
     return out, score
 
@@ -86,27 +118,29 @@ def _sample(log_probs, temperature, top_k, seed):
     return ops.cast(keras.random.categorical(logits, 1, seed=seed)[:, 0], "int32")
 
 
-def beam_search(model, inputs, max_length, beam_size=4, alpha=0.6):
+def beam_search(model, inputs, max_length, beam_size=4, alpha=0.6, lengths=None):
     """Beam search with GNMT length normalisation, keeping `beam_size` alive and finished hypotheses.
 
-    A hypothesis finishes when it emits EOS; its score is log P(Y) / length_penalty(|Y|, alpha). Search
-    stops when no alive hypothesis can beat the worst finished one (log-probabilities only decrease), or at
-    `max_length`.
+    A hypothesis finishes when it emits EOS; its score is log P(Y) / length_penalty(|Y|, alpha). A sentence's
+    search stops when no alive hypothesis can beat the worst finished one (log-probabilities only decrease),
+    or at its length limit.
 
     Args:
-        model, inputs, max_length: as for `greedy`.
+        model, inputs, max_length, lengths: as for `greedy`.
         beam_size: Hypotheses kept per sentence.
         alpha: Length-penalty exponent (0.6 in the paper).
 
     Returns:
         (ids `[B, beam_size, max_length]`, scores `[B, beam_size]`), best first.
     """
+    ensure_built(model)
     encoder_output, encoder_mask = model.encode(inputs, training=False)
     batch = ops.shape(inputs)[0]
     k = beam_size
     tile = lambda x: ops.repeat(x, k, axis=0)  # [B, ...] -> [B * k, ...], beams of a sentence adjacent.
     cache = model.init_cache(tile(encoder_output), tile(encoder_mask), max_length)
-    max_penalty = length_penalty(max_length, alpha)
+    lengths = _row_lengths(lengths, batch, max_length)
+    max_penalty = length_penalty(lengths, alpha)  # [B]
 
     def cond(i, alive_seq, alive_log_probs, last, cache, fin_seq, fin_scores, fin_flags):
         del alive_seq, last, cache, fin_seq
@@ -114,11 +148,12 @@ def beam_search(model, inputs, max_length, beam_size=4, alpha=0.6):
         best_alive = alive_log_probs[:, 0] / max_penalty
         worst_finished = ops.min(ops.where(fin_flags, fin_scores, 0.0), axis=1)
         worst_finished = ops.where(ops.any(fin_flags, axis=1), worst_finished, _NEG_INF)
-        open_ = ops.logical_not(ops.all(ops.logical_and(ops.all(fin_flags, axis=1),
-                                                        worst_finished > best_alive)))
-        return ops.logical_and(i < max_length, open_)
+        settled = ops.logical_and(ops.all(fin_flags, axis=1), worst_finished > best_alive)
+        done = ops.logical_or(i >= lengths, settled)
+        return ops.logical_and(i < max_length, ops.logical_not(ops.all(done)))
 
     def body(i, alive_seq, alive_log_probs, last, cache, fin_seq, fin_scores, fin_flags):
+        before = (alive_seq, alive_log_probs, last, fin_seq, fin_scores, fin_flags)
         logits, cache = model.decode_step(ops.reshape(last, (-1, 1)), cache, i)
         vocab = ops.shape(logits)[-1]
         log_probs = ops.reshape(_log_probs(logits[:, 0]), (batch, k, vocab))
@@ -152,6 +187,12 @@ def beam_search(model, inputs, max_length, beam_size=4, alpha=0.6):
         fin_scores, kept = ops.top_k(all_scores, k)
         fin_seq = ops.take_along_axis(all_seq, kept[:, :, None], axis=1)
         fin_flags = ops.take_along_axis(all_flags, kept, axis=1)
+        # A sentence at its length limit keeps its hypotheses as they are while longer ones go on.
+        after = (alive_seq, new_alive_log_probs, last, fin_seq, fin_scores, fin_flags)
+        active = i < lengths
+        (alive_seq, new_alive_log_probs, last, fin_seq, fin_scores, fin_flags) = (
+            ops.where(ops.reshape(active, (-1,) + (1,) * (len(ops.shape(now)) - 1)), now, was)
+            for now, was in zip(after, before))
         return i + 1, alive_seq, new_alive_log_probs, last, cache, fin_seq, fin_scores, fin_flags
 
     alive_log_probs = ops.tile(ops.convert_to_tensor([[0.0] + [_NEG_INF] * (k - 1)]), (batch, 1))

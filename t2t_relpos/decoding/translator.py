@@ -11,10 +11,25 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from t2t_relpos import errors
 from t2t_relpos.decoding import search
 
 EOS_ID = 1
 NUM_RESERVED_IDS = 2
+
+
+def check_settings(beam_size=1, alpha=0.0, extra_length=0, batch_size=1, max_input_length=2, temperature=0.0,
+                   top_k=0):
+    """Raises `HParamsError` (a ValueError) naming the first decoding setting that cannot work."""
+    limits = {"beam_size": (beam_size, 1), "batch_size": (batch_size, 1), "extra_length": (extra_length, 0),
+              "max_input_length": (max_input_length, 2), "top_k": (top_k, 0), "temperature": (temperature, 0),
+              "alpha": (alpha, 0)}
+    for name, (value, lowest) in limits.items():
+        if value < lowest:
+            why = " (at least one token and EOS)" if name == "max_input_length" else ""
+            raise errors.HParamsError(f"decoding setting {name!r} must be >= {lowest}{why}, got {value!r}")
+    if temperature > 0 and beam_size > 1:
+        raise errors.HParamsError("sampling (temperature > 0) needs beam_size=1")
 
 
 class Translator:
@@ -29,7 +44,8 @@ class Translator:
         data_dir: Where the problem's vocabulary lives, if it has one.
         beam_size: 1 decodes greedily; more runs beam search.
         alpha: Length-penalty exponent of beam search.
-        extra_length: Outputs may be this many tokens longer than their source.
+        extra_length: Each output may be this many tokens longer than its own source (whatever else is in
+            its batch).
         batch_size: Sentences per batch (sentences are sorted by length first).
         max_input_length: Longer sources are truncated to this many tokens (see `encode`).
         temperature, top_k: Sample instead of searching when temperature > 0 (beam_size must be 1).
@@ -39,9 +55,9 @@ class Translator:
 
     def __init__(self, model, problem, data_dir=None, beam_size=4, alpha=0.6, extra_length=50, batch_size=32,
                  max_input_length=1024, temperature=0.0, top_k=0, seed=None, jit_compile=False):
-        if temperature > 0 and beam_size > 1:
-            raise ValueError("sampling (temperature > 0) needs beam_size=1")
+        check_settings(beam_size, alpha, extra_length, batch_size, max_input_length, temperature, top_k)
         self.model = model
+        search.ensure_built(model)  # Before the search is traced.
         self.problem = problem
         encoders = problem.feature_encoders(data_dir)
         self.input_encoder, self.target_encoder = encoders["inputs"], encoders["targets"]
@@ -71,9 +87,11 @@ class Translator:
             log_probs = tf.where(reserved, -float("inf"), log_probs)
             scores, labels = tf.math.top_k(log_probs, k=min(self.beam_size, log_probs.shape[-1] - NUM_RESERVED_IDS))
             return labels[..., None], scores
+        lengths = search.decode_lengths(inputs, self.extra_length)  # Per source: batch-mates do not matter.
         if self.beam_size > 1:
-            return search.beam_search(self.model, inputs, max_length, self.beam_size, self.alpha)
-        ids, scores = search.greedy(self.model, inputs, max_length, self.temperature, self.top_k, self._seed)
+            return search.beam_search(self.model, inputs, max_length, self.beam_size, self.alpha, lengths)
+        ids, scores = search.greedy(self.model, inputs, max_length, self.temperature, self.top_k, self._seed,
+                                    lengths)
         return ids[:, None], scores[:, None]
 
     def decode_ids(self, sources):
