@@ -18,7 +18,8 @@ FLAGS = flags.FLAGS
 
 def define_flags():
     flags.DEFINE_string("output_dir", None, "The trainer's --output_dir.")
-    flags.DEFINE_integer("num_last", 20, "Average the newest N checkpoints.", lower_bound=1)
+    flags.DEFINE_integer("num_last", None, "Average the newest N checkpoints (default: the run's "
+                         "num_averaged_checkpoints, e.g. 20 for the big sets).", lower_bound=1)
     flags.DEFINE_list("checkpoints", [], "Explicit checkpoint paths to average instead.")
     flags.DEFINE_string("averaged_dir", None, "Where the result goes (default: <output_dir>/averaged).")
     flags.DEFINE_string("data_dir", None, "The problem's data directory (vocabularies), if it has one.")
@@ -35,7 +36,8 @@ def main(argv):  # pylint: disable=unused-argument
     common.import_usr_dir()
     if not FLAGS.output_dir:
         raise errors.T2TRelposError("--output_dir is required")
-    paths = FLAGS.checkpoints or averaging.last_checkpoints(FLAGS.output_dir, FLAGS.num_last)
+    num_last = FLAGS.num_last or runs.load_hparams(FLAGS.output_dir).num_averaged_checkpoints
+    paths = FLAGS.checkpoints or averaging.last_checkpoints(FLAGS.output_dir, num_last)
     model, _, _, _ = runs.load(FLAGS.output_dir, paths[-1], FLAGS.data_dir)
     averaging.average(model, paths)
     target = FLAGS.averaged_dir or os.path.join(FLAGS.output_dir, "averaged")

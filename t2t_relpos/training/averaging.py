@@ -5,8 +5,8 @@ last 20 checkpoints of its big models.
 """
 
 import os
-import shutil
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 
@@ -16,11 +16,15 @@ from t2t_relpos.training import checkpoints
 
 
 def last_checkpoints(output_dir, num_last):
-    """The newest `num_last` checkpoint paths of a run, oldest first."""
+    """The newest `num_last` checkpoint paths of a run, oldest first (fewer, with a warning, if it has fewer)."""
     state = tf.train.get_checkpoint_state(output_dir)
     if state is None or not state.all_model_checkpoint_paths:
         raise errors.T2TRelposError(f"no checkpoints in {output_dir}")
-    paths = [p if os.path.isabs(p) else os.path.join(output_dir, p) for p in state.all_model_checkpoint_paths]
+    # TensorFlow has already joined relative entries of the index to `output_dir`.
+    paths = list(state.all_model_checkpoint_paths)
+    if num_last > len(paths):
+        logging.warning("asked to average the last %d checkpoints but %s has only %d; averaging those",
+                        num_last, output_dir, len(paths))
     return paths[-num_last:]
 
 
@@ -41,14 +45,17 @@ def average(model, paths):
 def write_averaged(model, source_dir, paths, averaged_dir):
     """Saves the averaged weights as a run directory of their own, readable by the decoder.
 
-    The checkpoint is numbered with the newest averaged step; the run's hparams are copied along so that
-    `t2t-relpos-decoder --output_dir=<averaged_dir>` works.
+    The checkpoint is numbered with the newest averaged step; the run's description (hparams, vocabulary)
+    is copied along, with the names of the averaged checkpoints, so that
+    `t2t-relpos-decoder --output_dir=<averaged_dir>` works and says what it decodes.
     """
     tf.io.gfile.makedirs(averaged_dir)
-    for name in (stored.JSON_NAME, stored.GIN_NAME):
-        source = os.path.join(source_dir, name)
-        if tf.io.gfile.exists(source):
-            shutil.copyfile(source, os.path.join(averaged_dir, name))
+    record = stored.load_record(source_dir)
+    if record is not None:
+        hp, problem, model_name = stored.load(source_dir)
+        details = {k: v for k, v in record.items() if k not in ("hparams_set", "problem", "model", "hparams")}
+        details["averaged_checkpoints"] = [os.path.basename(p) for p in paths]
+        stored.save(averaged_dir, hp, problem, model_name, **details)
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), averaged_dir, max_to_keep=1,
                                          checkpoint_name=checkpoints.CHECKPOINT_NAME)
     return manager.save(checkpoint_number=checkpoints.step_of(paths[-1]))

@@ -2,58 +2,118 @@
 
 TensorFlow writes a checkpoint's files first and then atomically replaces the `checkpoint` index, so a run
 killed mid-save resumes from the previous checkpoint; the partial files it leaves (`*_temp*`) are removed
-at the next start.
+at the next start. A checkpoint damaged afterwards (a full disk, a truncated copy) is skipped when training
+resumes, with a warning naming it; decoding or averaging it is an error that names its files.
 """
 
 import glob
 import os
+import re
 import shutil
 import tempfile
 
+from absl import logging
+from google.protobuf import text_format
 import tensorflow as tf
 
 from t2t_relpos import errors
 
 CHECKPOINT_NAME = "ckpt"
+# What reading a truncated or corrupt checkpoint raises: IndexError ("Read less bytes than requested") for a
+# short data file, an OpError (DataLossError, NotFoundError, ...) for a damaged index or a missing file.
+UNREADABLE = (IndexError, tf.errors.OpError)
+
+
+class UnreadableCheckpointError(errors.T2TRelposError):
+    """A checkpoint whose files are truncated, corrupt or missing."""
+
+    def __init__(self, path, cause):
+        files = ", ".join(sorted(os.path.basename(f) for f in glob.glob(glob.escape(path) + ".*"))) or "none"
+        super().__init__(f"checkpoint {path} is unreadable ({_first_line(cause)}); its files ({files}) are "
+                         "truncated, corrupt or missing")
+        self.path = path
 
 
 def remove_partial_saves(directory):
     """Deletes the temporary files of a save that was interrupted."""
     for path in glob.glob(os.path.join(directory, f"{CHECKPOINT_NAME}-*_temp*")):
-        if os.path.isdir(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                os.remove(path)
-            except OSError:
-                pass
+        _remove(path)
 
 
-def make_manager(model, optimizer, directory, max_to_keep, is_chief=True):
-    """A `tf.train.CheckpointManager` of `model` and `optimizer`, numbered by the optimizer's step.
+def make_manager(checkpoint, directory, max_to_keep, is_chief=True):
+    """A `tf.train.CheckpointManager` of a `tf.train.Checkpoint(model=..., optimizer=...)`, numbered by the
+    optimizer's step.
 
-    Non-chief workers of a multi-worker run must save too (saving is collective) but into a throw-away
-    directory.
+    Non-chief workers of a multi-worker run must save too (saving is collective) but into a scratch
+    directory of their own, which `save` removes after every save (TensorFlow's advice for workers).
     """
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     if not is_chief:
         directory = tempfile.mkdtemp(prefix="t2t_relpos_worker_ckpt_")
+        os.rmdir(directory)  # `save` makes it when it needs it; a run never leaves it behind.
+        max_to_keep = 1
     else:
         tf.io.gfile.makedirs(directory)
         remove_partial_saves(directory)
     return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep,
-                                      checkpoint_name=CHECKPOINT_NAME, step_counter=optimizer.iterations)
+                                      checkpoint_name=CHECKPOINT_NAME, step_counter=checkpoint.optimizer.iterations)
 
 
-def restore_latest(manager, directory):
-    """Restores the newest checkpoint of `directory` if there is one; returns its path or None.
+def save(manager, step, is_chief=True):
+    """Saves a checkpoint of `step`; a non-chief worker's copy is deleted at once (nobody reads it)."""
+    if is_chief:
+        return manager.save(checkpoint_number=step)
+    os.makedirs(manager.directory, exist_ok=True)
+    try:
+        return manager.save(checkpoint_number=step)
+    finally:
+        shutil.rmtree(manager.directory, ignore_errors=True)
 
-    Every worker restores from the run's directory, even those whose manager saves elsewhere.
+
+def restore_latest(checkpoint, directory, is_chief=True):
+    """Restores the newest readable checkpoint of `directory` into `checkpoint`; returns its path or None.
+
+    An unreadable newer checkpoint is skipped with a warning that names it, and (by the chief) dropped from
+    the `checkpoint` index so that averaging and decoding do not pick it up; its files stay until a save of
+    the same step replaces them. Every worker restores from the run's directory, even those whose manager
+    saves elsewhere. Call it before making the run's manager, which reads the index.
+
+    Raises:
+        UnreadableCheckpointError: when the run has checkpoints and none of them is readable.
     """
-    path = tf.train.latest_checkpoint(directory)
-    if path:
-        manager.checkpoint.restore(path).assert_existing_objects_matched()
-    return path
+    state = tf.train.get_checkpoint_state(directory)
+    if state is None or not state.model_checkpoint_path:
+        return None
+    paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
+    unreadable = []
+    for path in reversed(paths):
+        try:
+            checkpoint.restore(path).assert_existing_objects_matched()
+        except UNREADABLE as e:
+            unreadable.append(UnreadableCheckpointError(path, e))
+            logging.warning("%s; resuming from an older checkpoint", unreadable[-1])
+            continue
+        if unreadable and is_chief:
+            _forget(directory, state, {u.path for u in unreadable}, path)
+        return path
+    raise errors.T2TRelposError(f"no checkpoint of {directory} is readable ({unreadable[0]}); move them away "
+                                "to start afresh")
+
+
+def _forget(directory, state, dropped, latest):
+    """Rewrites the `checkpoint` index of `directory` (a CheckpointState proto) without the paths `dropped`."""
+    kept = [(p, t) for p, t in zip(state.all_model_checkpoint_paths, state.all_model_checkpoint_timestamps)
+            if p not in dropped]
+    # Names relative to `directory`, as the manager writes them (the run directory stays movable), and the
+    # save times, by which the manager decides what to delete later.
+    state.model_checkpoint_path = os.path.basename(latest)
+    del state.all_model_checkpoint_paths[:]
+    del state.all_model_checkpoint_timestamps[:]
+    state.all_model_checkpoint_paths.extend(os.path.basename(p) for p, _ in kept)
+    state.all_model_checkpoint_timestamps.extend(t for _, t in kept)
+    index = os.path.join(directory, "checkpoint")
+    with tf.io.gfile.GFile(index + ".tmp", "w") as f:
+        f.write(text_format.MessageToString(state))
+    tf.io.gfile.rename(index + ".tmp", index, overwrite=True)
 
 
 def step_of(path):
@@ -62,10 +122,37 @@ def step_of(path):
 
 
 def restore_model(model, path):
-    """Restores only `model`'s weights from a run's checkpoint `path` (optimizer slots are skipped)."""
-    if not tf.io.gfile.exists(path + ".index"):
-        raise errors.T2TRelposError(f"checkpoint {path} does not exist")
+    """Restores only `model`'s weights from a run's checkpoint `path` (optimizer slots are skipped).
+
+    Raises:
+        T2TRelposError: `path` does not exist or was written for another model.
+        UnreadableCheckpointError: its files are truncated or corrupt.
+    """
+    if tf.io.gfile.isdir(path) or not tf.io.gfile.exists(path + ".index"):
+        raise errors.T2TRelposError(f"checkpoint {path} does not exist (a checkpoint is named by the prefix of "
+                                    "its files, e.g. runs/x/ckpt-1000)")
     try:
         tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
+    except UNREADABLE as e:
+        raise UnreadableCheckpointError(path, e) from None
     except AssertionError as e:
-        raise errors.T2TRelposError(f"checkpoint {path} does not fit the model: {e}") from None
+        # The message lists every unmatched variable with its values: name a few instead.
+        names = re.findall(r"path=([^,\s]+)", str(e))
+        example = f", e.g. {', '.join(names[:2])}" if names else ""
+        raise errors.T2TRelposError(f"checkpoint {path} does not fit this run's model (weights missing from it"
+                                    f"{example}); was it written by another model?") from None
+
+
+def _remove(path):
+    if os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+
+def _first_line(error):
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
