@@ -1,6 +1,8 @@
 """The hyperparameters of a run, stored in its output directory so later runs and the decoder agree.
 
-`<output_dir>/hparams.json` holds the set name, problem, model and every resolved value;
+`<output_dir>/hparams.json` holds the set name, problem, model and every resolved value, and what else the
+run depends on: its vocabularies (sizes and fingerprints, checked by the decoder and on resuming) and the
+`--usr_dir` modules it was trained with;
 `<output_dir>/operative_config.gin` holds the same values as a gin file that reproduces them.
 tensor2tensor silently mixed a stored run with a different `--hparams_set`; here that is an error.
 """
@@ -12,6 +14,7 @@ import tensorflow as tf
 
 from t2t_relpos import errors
 from t2t_relpos import registry
+from t2t_relpos.hparams import checks
 from t2t_relpos.hparams import hparams_lib
 
 JSON_NAME = "hparams.json"
@@ -19,33 +22,71 @@ GIN_NAME = "operative_config.gin"
 
 
 def resolve(hparams_set=None, overrides="", gin_files=(), gin_params=()):
-    """The set `hparams_set`, then `gin_files`/`gin_params`, then `--hparams` overrides."""
+    """The set `hparams_set`, then `gin_files`/`gin_params`, then `--hparams` overrides, checked."""
     hp = registry.hparams(hparams_set)
     if gin_files or gin_params:
         name = hp.hparams_set
         hp = hparams_lib.from_gin_files(gin_files, gin_params, base=hp)
         hp.hparams_set = name
-    return hp.parse(overrides)
+    return checks.check(hp.parse(overrides))
 
 
-def save(output_dir, hp, problem, model):
-    """Writes the run description (atomically: a crash never leaves half a file)."""
+def save(output_dir, hp, problem, model, **details):
+    """Writes the run description (atomically: a crash never leaves half a file).
+
+    `details` are recorded beside the hparams, e.g. `vocabulary` (see `Problem.vocabulary`) and `usr_dirs`
+    (the user modules the run needs), which the decoder checks.
+    """
     tf.io.gfile.makedirs(output_dir)
-    record = {"hparams_set": hp.hparams_set, "problem": problem, "model": model, "hparams": hp.values()}
+    record = {"hparams_set": hp.hparams_set, "problem": problem, "model": model, "hparams": hp.values(),
+              **details}
     _atomic_write(os.path.join(output_dir, JSON_NAME), json.dumps(record, indent=2, sort_keys=True) + "\n")
     _atomic_write(os.path.join(output_dir, GIN_NAME), hp.to_gin())
 
 
-def load(output_dir):
-    """Returns `(hparams, problem, model)` stored in `output_dir`, or None when it holds no run."""
+def load_record(output_dir):
+    """The run description of `output_dir` as a dict, or None when it holds no run."""
     path = os.path.join(output_dir, JSON_NAME)
     if not tf.io.gfile.exists(path):
         return None
     with tf.io.gfile.GFile(path) as f:
         try:
-            record = json.load(f)
+            return json.load(f)
         except json.JSONDecodeError as e:
             raise errors.HParamsError(f"{path} is not valid JSON ({e}); remove it or use a new --output_dir")
+
+
+def check_vocabulary(output_dir, vocabulary, data_dir=None):
+    """Raises `DataError` when `vocabulary` (of the problem read from `data_dir`) is not the run's.
+
+    A model decoded with another vocabulary of the same size would turn out fluent garbage; of another size,
+    it would not load. Runs stored before vocabularies were recorded are not checked.
+    """
+    record = load_record(output_dir) or {}
+    recorded = record.get("vocabulary")
+    if not recorded or not vocabulary:
+        return
+    for feature in sorted(set(recorded) & set(vocabulary)):
+        was, now = recorded[feature], vocabulary[feature]
+        differs = was["size"] != now["size"] or (was.get("fingerprint") and now.get("fingerprint") and
+                                                  was["fingerprint"] != now["fingerprint"])
+        if differs:
+            where = f"--data_dir={data_dir}" if data_dir else "the problem"
+            raise errors.DataError(
+                f"{where} has another {feature} vocabulary ({_describe(now)}) than the one the run in "
+                f"{output_dir} was trained with ({_describe(was)}); give the --data_dir it was trained with")
+
+
+def _describe(vocab):
+    fingerprint = vocab.get("fingerprint")
+    return f"{vocab['size']} ids" + (f", {fingerprint[:19]}" if fingerprint else "")
+
+
+def load(output_dir):
+    """Returns `(hparams, problem, model)` stored in `output_dir`, or None when it holds no run."""
+    record = load_record(output_dir)
+    if record is None:
+        return None
     from t2t_relpos.hparams import defaults  # pylint: disable=import-outside-toplevel
 
     hp = defaults.default_hparams()

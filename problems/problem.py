@@ -17,6 +17,7 @@ Subclasses implement `feature_encoders` and `_dataset`; the rest has sensible de
 """
 
 import abc
+import hashlib
 import numbers
 
 PAD_ID = 0
@@ -69,6 +70,13 @@ class TextEncoder(abc.ABC):
     @abc.abstractmethod
     def decode(self, ids):
         """Ids -> text, stopping at the first EOS and skipping PADs."""
+
+    def fingerprint(self):
+        """A string that changes whenever the mapping changes (None: unknown, only sizes are compared).
+
+        Runs record it so that decoding with another vocabulary of the same size is refused.
+        """
+        return None
 
     @abc.abstractmethod
     def graph_tokenizer(self):
@@ -125,6 +133,9 @@ class SymbolEncoder(TextEncoder):
                     f"{what} {piece!r} (at {what} {position} of {text!r}) is not in the alphabet "
                     f"{' '.join(self.symbols)}") from None
         return ids
+
+    def fingerprint(self):
+        return "sha256:" + hashlib.sha256("\n".join(self.symbols).encode("utf-8")).hexdigest()
 
     def decode(self, ids):
         pieces = []
@@ -183,6 +194,11 @@ class Problem(abc.ABC):
         """
         del data_dir
         return {}
+
+    def vocabulary(self, data_dir=None):
+        """What a run records of its vocabularies: `{feature: {"size": int, "fingerprint": str or None}}`."""
+        return {feature: {"size": encoder.vocab_size, "fingerprint": encoder.fingerprint()}
+                for feature, encoder in self.feature_encoders(data_dir).items()}
 
     @property
     def max_eval_length(self):

@@ -169,6 +169,14 @@ def _load_builtins():
         importlib.import_module(module)
 
 
+_USR_DIRS = []
+
+
+def usr_dirs():
+    """The `--usr_dir` paths imported so far (absolute), which a run records as needed to read it back."""
+    return list(_USR_DIRS)
+
+
 def import_usr_dir(path):
     """Imports a user's registrations: a `.py` or `.gin` file, a package, or a directory of modules.
 
@@ -178,6 +186,8 @@ def import_usr_dir(path):
     path = os.path.abspath(os.path.expanduser(path))
     if not os.path.exists(path):
         raise errors.T2TRelposError(f"--usr_dir {path} does not exist")
+    if path not in _USR_DIRS:
+        _USR_DIRS.append(path)
     _load_builtins()
     directory = path if os.path.isdir(path) else os.path.dirname(path)
     if path.endswith(".gin") and os.path.isfile(path):

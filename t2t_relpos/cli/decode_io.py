@@ -13,13 +13,34 @@ from t2t_relpos import errors
 CHUNK_BATCHES = 16
 
 
-def read_lines(path):
+def check_paths(source=None, reference=None, output="-", plot=None):
+    """Fails before the model is loaded when an input is not a readable file or an output cannot be written."""
+    for flag, path in (("--decode_from_file", source), ("--decode_reference", reference)):
+        if path not in (None, "-"):
+            _check_input(flag, path)
+    for flag, path in (("--decode_to_file", output), ("--decode_ponder_plot", plot)):
+        if path in (None, "-"):
+            continue
+        if os.path.isdir(path):
+            raise errors.DataError(f"{flag}={path} is a directory; give a file name")
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise errors.DataError(f"{flag}={path}: the directory {parent} does not exist")
+
+
+def _check_input(flag, path):
+    if os.path.isdir(path):
+        raise errors.DataError(f"{flag}={path} is a directory, not a file of lines")
+    if not os.path.isfile(path):
+        raise errors.DataError(f"{flag}={path} does not exist")
+
+
+def read_lines(path, flag="--decode_from_file"):
     """The lines of `path` ('-': stdin) as text; an undecodable line is an error that names it."""
     if path == "-":
         data = sys.stdin.buffer.read()
     else:
-        if not os.path.isfile(path):
-            raise errors.DataError(f"{path} does not exist")
+        _check_input(flag, path)
         with open(path, "rb") as f:
             data = f.read()
     lines = data.split(b"\n")

@@ -43,13 +43,32 @@ def define_flags():
 
 
 def decode_hparams(hparams):
-    """Decoding settings: the run's beam_size/alpha/extra_length, then --decode_hparams."""
-    from t2t_relpos.hparams import HParams  # pylint: disable=import-outside-toplevel
+    """Decoding settings: the run's beam_size/alpha/extra_length, then --decode_hparams, checked."""
+    # pylint: disable=import-outside-toplevel
+    from t2t_relpos import errors
+    from t2t_relpos.decoding import translator
+    from t2t_relpos.hparams import HParams
 
     # Inputs as long as the model was trained on are not truncated (bAbI stories run to 2701 tokens).
-    return HParams(beam_size=hparams.beam_size, alpha=hparams.alpha, extra_length=hparams.extra_length,
-                   batch_size=32, return_beams=False, temperature=0.0, top_k=0,
-                   max_input_length=max(1024, hparams.max_length), num_samples=0).parse(FLAGS.decode_hparams)
+    settings = HParams(beam_size=hparams.beam_size, alpha=hparams.alpha, extra_length=hparams.extra_length,
+                       batch_size=32, return_beams=False, temperature=0.0, top_k=0,
+                       max_input_length=max(1024, hparams.max_length), num_samples=0).parse(FLAGS.decode_hparams)
+    translator.check_settings(**{name: settings.get(name) for name in (
+        "beam_size", "alpha", "extra_length", "batch_size", "max_input_length", "temperature", "top_k")})
+    if settings.num_samples < 0:
+        raise errors.HParamsError(f"decoding setting 'num_samples' must be >= 0, got {settings.num_samples}")
+    return settings
+
+
+def _averaging_note(record, hparams):
+    """Whether the checkpoint is an average, or a reminder when the set expects one and it is not."""
+    averaged = record.get("averaged_checkpoints")
+    if averaged:
+        return f", the average of {len(averaged)} checkpoints ({averaged[0]} .. {averaged[-1]})"
+    if hparams.num_averaged_checkpoints > 1:
+        return (f", one checkpoint: {hparams.hparams_set} is meant to be decoded from the average of its last "
+                f"{hparams.num_averaged_checkpoints} (t2t-relpos-avg-checkpoints --output_dir={FLAGS.output_dir})")
+    return ""
 
 
 def main(argv):  # pylint: disable=unused-argument
@@ -67,17 +86,17 @@ def main(argv):  # pylint: disable=unused-argument
     if sum(modes) != 1:
         raise errors.T2TRelposError("give exactly one of --decode_from_file, --decode_split, "
                                     "--decode_interactive")
+    decode_io.check_paths(FLAGS.decode_from_file, FLAGS.decode_reference, FLAGS.decode_to_file,
+                          FLAGS.decode_ponder_plot)
+    settings = decode_hparams(runs.load_hparams(FLAGS.output_dir))
     model, problem, hparams, path = runs.load(FLAGS.output_dir, FLAGS.checkpoint_path, FLAGS.data_dir)
-    settings = decode_hparams(hparams)
-    if settings.temperature > 0 and settings.beam_size > 1:
-        raise errors.HParamsError("sampling (temperature > 0) needs beam_size=1")
     translator = translator_lib.Translator(
         model, problem, FLAGS.data_dir, beam_size=settings.beam_size, alpha=settings.alpha,
         extra_length=settings.extra_length, batch_size=settings.batch_size,
         max_input_length=settings.max_input_length, temperature=settings.temperature, top_k=settings.top_k,
         jit_compile=FLAGS.jit_compile)
-    print(f"Decoding with {path} (beam_size={settings.beam_size}, alpha={settings.alpha})", file=sys.stderr,
-          flush=True)
+    print(f"Decoding with {path}{_averaging_note(runs.load_record(FLAGS.output_dir), hparams)} "
+          f"(beam_size={settings.beam_size}, alpha={settings.alpha})", file=sys.stderr, flush=True)
 
     if FLAGS.decode_interactive:
         return decode_io.interactive(translator, settings.return_beams)
@@ -86,7 +105,8 @@ def main(argv):  # pylint: disable=unused-argument
                                                    settings.num_samples)
     else:
         sources = decode_io.read_lines(FLAGS.decode_from_file)
-        references = decode_io.read_lines(FLAGS.decode_reference) if FLAGS.decode_reference else None
+        references = (decode_io.read_lines(FLAGS.decode_reference, "--decode_reference")
+                      if FLAGS.decode_reference else None)
         if references is not None and len(references) != len(sources):
             raise errors.DataError(f"--decode_reference has {len(references)} lines but the source has "
                                    f"{len(sources)}")

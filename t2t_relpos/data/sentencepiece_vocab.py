@@ -16,6 +16,7 @@ word inside a sentence, and an empty text has no ids.
     encoder.decode(encoder.encode("  Größe,  déjà ")) == "  Größe,  déjà "   # True
 """
 
+import hashlib
 import io
 import os
 
@@ -97,6 +98,9 @@ class SentencePieceEncoder(problem.TextEncoder):
     @property
     def vocab_size(self):
         return self._processor.get_piece_size()
+
+    def fingerprint(self):
+        return "sha256:" + hashlib.sha256(self.model_proto).hexdigest()
 
     def encode(self, text):
         return self._processor.encode(" " + text if text else text)

@@ -11,6 +11,21 @@ from t2t_relpos.training import checkpoints
 from t2t_relpos.training import trainer
 
 
+def load_record(output_dir):
+    """The run description stored in `output_dir` (a dict); an error when it holds no run."""
+    record = stored.load_record(output_dir) if output_dir and tf.io.gfile.isdir(output_dir) else None
+    if record is None:
+        raise errors.T2TRelposError(f"{output_dir} holds no run (no {stored.JSON_NAME}); pass the trainer's "
+                                    "--output_dir")
+    return record
+
+
+def load_hparams(output_dir):
+    """The hparams of the run in `output_dir` (without building anything)."""
+    load_record(output_dir)
+    return stored.load(output_dir)[0]
+
+
 def load(output_dir, checkpoint_path=None, data_dir=None):
     """Rebuilds the model of the run in `output_dir` and restores its weights.
 
@@ -21,16 +36,31 @@ def load(output_dir, checkpoint_path=None, data_dir=None):
 
     Returns:
         (model, problem, hparams, checkpoint path).
+
+    Raises:
+        T2TRelposError: no run or checkpoint there, a `--usr_dir` the run needs was not imported, the
+            vocabulary in `data_dir` is not the run's, or the checkpoint is unreadable.
     """
-    run = stored.load(output_dir) if output_dir else None
-    if run is None:
-        raise errors.T2TRelposError(f"{output_dir} holds no run (no {stored.JSON_NAME}); pass the trainer's "
-                                    "--output_dir")
-    hparams, problem_name, model_name = run
+    record = load_record(output_dir)
+    hparams, problem_name, model_name = stored.load(output_dir)
     path = checkpoint_path or tf.train.latest_checkpoint(output_dir)
     if not path:
         raise errors.T2TRelposError(f"no checkpoint in {output_dir}; train first or pass --checkpoint_path")
-    problem = registry.problem(problem_name)
+    problem = _registered(registry.problem, problem_name, record)
+    _registered(registry.model, model_name or hparams.model, record)
+    stored.check_vocabulary(output_dir, problem.vocabulary(data_dir), data_dir)
     model = trainer.build_model(hparams, problem, data_dir, model_name)
     checkpoints.restore_model(model, path)
     return model, problem, hparams, os.path.abspath(path)
+
+
+def _registered(lookup, name, record):
+    """`lookup(name)`; an unknown name in a run trained with `--usr_dir` says which one to pass."""
+    try:
+        return lookup(name)
+    except errors.UnknownNameError as e:
+        missing = [d for d in record.get("usr_dirs", []) if d not in registry.usr_dirs()]
+        if not missing:
+            raise
+        raise errors.UnknownNameError(f"{e}; the run was trained with --usr_dir={missing[0]}: pass it here "
+                                      "too") from None
