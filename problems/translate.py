@@ -167,6 +167,7 @@ class TranslateProblem(problem.Problem):
                            shuffle_seed=settings["seed"] if training else None, description=source.description)
 
     def _generate_vocab(self, data_dir, settings):
+        from t2t_relpos.data import preparation  # pylint: disable=import-outside-toplevel
         from t2t_relpos.data import sentencepiece_vocab  # pylint: disable=import-outside-toplevel
         from t2t_relpos.data import shards  # pylint: disable=import-outside-toplevel
 
@@ -182,9 +183,9 @@ class TranslateProblem(problem.Problem):
             model = sentencepiece_vocab.train_sentencepiece(sentences, settings["vocab_size"], seed=settings["seed"])
         except ValueError as e:
             raise errors.DataError(f"{self.name}: {e} (set vocab_size in <tmp_dir>/{self.name}.json)") from None
-        with open(path + ".incomplete", "wb") as f:
+        with open(preparation.partial_path(path), "wb") as f:
             f.write(model)
-        os.replace(path + ".incomplete", path)
+        os.replace(preparation.partial_path(path), path)
 
     # -- reading -----------------------------------------------------------------------------------------
     def feature_encoders(self, data_dir=None):
@@ -252,7 +253,9 @@ def _read_json(path):
 
 
 def _write_json(path, value):
-    with open(path + ".incomplete", "w", encoding="utf-8") as f:
+    from t2t_relpos.data import preparation  # pylint: disable=import-outside-toplevel
+
+    with open(preparation.partial_path(path), "w", encoding="utf-8") as f:
         json.dump(value, f, indent=2, ensure_ascii=False)
         f.write("\n")
-    os.replace(path + ".incomplete", path)
+    os.replace(preparation.partial_path(path), path)

@@ -7,6 +7,7 @@ import pytest
 
 from t2t_relpos import errors
 from t2t_relpos import registry
+from t2t_relpos.data import preparation
 from t2t_relpos.data import shards
 from t2t_relpos.problems import problem as problem_lib
 
@@ -111,7 +112,7 @@ def test_interrupted_datagen_resumes_and_never_uses_a_partial_shard(tmp_path, mo
 
     def crash_on_third(path, pairs):
         if len(written) == 2:  # Dies half-way through the third shard, as a killed process would.
-            with open(path + ".incomplete", "wb") as f:
+            with open(preparation.partial_path(path), "wb") as f:
                 f.write(b"half a shard")
             raise KeyboardInterrupt
         written.append(path)
@@ -123,7 +124,8 @@ def test_interrupted_datagen_resumes_and_never_uses_a_partial_shard(tmp_path, mo
         problem.generate_data(str(data_dir), str(raw))
     assert sorted(os.listdir(data_dir)) == ["translate_local-train-00000.tfrecord",
                                             "translate_local-train-00001.tfrecord",
-                                            "translate_local-train-00002.tfrecord.incomplete",
+                                            os.path.basename(preparation.partial_path(
+                                                str(data_dir / "translate_local-train-00002.tfrecord"))),
                                             "translate_local.datagen.json"]
     with pytest.raises(errors.DataError, match="no vocabulary"):
         problem.dataset("train", str(data_dir))
@@ -132,12 +134,12 @@ def test_interrupted_datagen_resumes_and_never_uses_a_partial_shard(tmp_path, mo
 
     monkeypatch.setattr(shards, "_write_shard", write_shard)
     stats = {n: os.stat(data_dir / n) for n in written}
-    registry.problem("translate_local").generate_data(str(data_dir), str(raw))
+    preparation.prepare(registry.problem("translate_local"), str(data_dir), str(raw))
     for name, stat in stats.items():  # Finished shards were kept, not rewritten.
         assert os.stat(data_dir / name).st_mtime_ns == stat.st_mtime_ns
-    assert not [n for n in os.listdir(data_dir) if n.endswith(".incomplete")]
+    assert not [n for n in os.listdir(data_dir) if ".incomplete" in n]  # The partial shard was removed.
 
-    registry.problem("translate_local").generate_data(str(fresh_dir), str(raw))
+    preparation.prepare(registry.problem("translate_local"), str(fresh_dir), str(raw))
     resumed, fresh = sorted(os.listdir(data_dir)), sorted(os.listdir(fresh_dir))
     assert resumed == fresh
     for name in fresh:

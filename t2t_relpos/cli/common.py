@@ -17,6 +17,7 @@ from t2t_relpos import errors  # pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS
 USAGE_ERROR = 2
+FAILED = 1  # Not the user's doing (e.g. a lost worker): rerunning the same command resumes.
 INTERRUPTED = 130
 
 
@@ -68,6 +69,19 @@ def import_tensorflow():
         os.close(saved)
         os.close(devnull)
     return tf
+
+
+def make_output_dir(path, flag="--output_dir"):
+    """Creates the directory `path` (local or remote); one that is a file or cannot be made is an error."""
+    if "://" in path:  # gs:// and the like: TensorFlow's file system creates and reports.
+        return path
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise errors.T2TRelposError(f"{flag}={path} is a file, not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise errors.T2TRelposError(f"cannot create {flag}={path}: {e.strerror or e}") from None
+    return path
 
 
 def import_usr_dir():

@@ -3,7 +3,8 @@
   t2t-relpos-datagen --problem=wmt14_ende --data_dir=~/t2t_data --tmp_dir=~/t2t_tmp [--download]
   t2t-relpos-datagen --problem=translate_local --data_dir=~/my_data --tmp_dir=~/my_corpus
 
-Idempotent: finished files are kept, an interrupted run resumes. Raw data is read from --tmp_dir (the
+Idempotent: finished files are kept, an interrupted run resumes; a second datagen on the same --data_dir
+waits for the first and then finds the data ready. Raw data is read from --tmp_dir (the
 problem's docstring lists the files); with --download, what is missing there may be downloaded. Problems
 generated on the fly (the algorithmic tasks) need no preparation.
 """
@@ -28,13 +29,14 @@ def main(argv):  # pylint: disable=unused-argument
     # pylint: disable=import-outside-toplevel
     from t2t_relpos import errors
     from t2t_relpos import registry
+    from t2t_relpos.data import preparation
 
     common.import_usr_dir()
     if not FLAGS.problem:
         raise errors.T2TRelposError("--problem is required")
     problem = registry.problem(FLAGS.problem)
     problem.allow_download = FLAGS.download
-    problem.generate_data(FLAGS.data_dir, FLAGS.tmp_dir)
+    preparation.prepare(problem, FLAGS.data_dir, FLAGS.tmp_dir)
     return 0
 
 

@@ -17,6 +17,8 @@ from absl import flags
 from t2t_relpos.cli import common
 
 FLAGS = flags.FLAGS
+# Held by the trainer writing a run: a second trainer on the same --output_dir stops at once.
+LOCK_NAME = ".trainer.lock"
 
 
 def define_flags():
@@ -51,10 +53,10 @@ def main(argv):  # pylint: disable=unused-argument
     common.import_tensorflow()
     # pylint: disable=import-outside-toplevel
     from t2t_relpos import errors
+    from t2t_relpos import locks
     from t2t_relpos import registry
     from t2t_relpos.hparams import stored
     from t2t_relpos.training import strategy as strategy_lib
-    from t2t_relpos.training import trainer as trainer_lib
 
     common.import_usr_dir()
     if FLAGS.registry_help:
@@ -72,12 +74,30 @@ def main(argv):  # pylint: disable=unused-argument
         raise errors.T2TRelposError("--problem is required for a new run")
     problem = registry.problem(problem_name)
     registry.model(model_name)  # Fails early, with close matches, on an unknown name.
+    if not strategy_lib.is_chief(strategy) or "://" in FLAGS.output_dir:
+        # Only the chief writes the run (the others follow it); remote file systems have no advisory locks.
+        return train(strategy, hparams, problem, model_name)
+    common.make_output_dir(FLAGS.output_dir)
+    try:
+        with locks.hold(os.path.join(FLAGS.output_dir, LOCK_NAME)):
+            return train(strategy, hparams, problem, model_name)
+    except locks.LockedError as e:
+        raise errors.T2TRelposError(f"another trainer is writing to --output_dir={FLAGS.output_dir} ({e}); wait "
+                                    "for it to end, or use another --output_dir") from None
+
+
+def train(strategy, hparams, problem, model_name):
+    """Trains (or resumes) the run in --output_dir, then exports it if asked; returns the exit status."""
+    # pylint: disable=import-outside-toplevel
+    from t2t_relpos.data import preparation
+    from t2t_relpos.training import trainer as trainer_lib
+
     if FLAGS.generate_data:
         problem.allow_download = FLAGS.download
-        problem.generate_data(FLAGS.data_dir, FLAGS.tmp_dir)
+        preparation.prepare(problem, FLAGS.data_dir, FLAGS.tmp_dir)
     mixed_precision = None if FLAGS.mixed_precision == "none" else FLAGS.mixed_precision
     train_steps = hparams.train_steps if FLAGS.train_steps is None else FLAGS.train_steps
-    print(f"Training {model_name} ({hparams.hparams_set}) on {problem_name} for {train_steps} steps with "
+    print(f"Training {model_name} ({hparams.hparams_set}) on {problem.name} for {train_steps} steps with "
           f"{strategy.num_replicas_in_sync} replica(s); output in {FLAGS.output_dir}", flush=True)
     trainer = trainer_lib.Trainer(
         problem, hparams, FLAGS.output_dir, model_name=model_name, data_dir=FLAGS.data_dir, strategy=strategy,
@@ -88,6 +108,8 @@ def main(argv):  # pylint: disable=unused-argument
         metrics = trainer.train(train_steps)
     except trainer_lib.TrainingInterrupted as e:
         common.fail("t2t-relpos-trainer", str(e), status=common.INTERRUPTED)
+    except trainer_lib.WorkerLost as e:
+        common.fail("t2t-relpos-trainer", str(e), status=common.FAILED)
     if metrics:
         print("Final evaluation: " + "  ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())), flush=True)
     if FLAGS.export and trainer.is_chief:

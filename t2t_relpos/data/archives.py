@@ -15,6 +15,7 @@ import shutil
 import tarfile
 
 from t2t_relpos import errors
+from t2t_relpos.data import preparation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +72,7 @@ def extract_members(path, archive, members, out_dir):
             name = info.name[2:] if info.name.startswith("./") else info.name
             if name in wanted and info.isfile():
                 os.makedirs(os.path.dirname(targets[name]), exist_ok=True)
-                partial = targets[name] + ".incomplete"
+                partial = preparation.partial_path(targets[name])
                 with tar.extractfile(info) as source, open(partial, "wb") as sink:
                     shutil.copyfileobj(source, sink, 1 << 20)
                 os.replace(partial, targets[name])

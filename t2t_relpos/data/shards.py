@@ -6,10 +6,11 @@ For a problem `name` and a split, the data directory holds
                                                                  "inputs" and "targets" (UTF-8 text)
     name-split.json                                              the manifest, written last: the split is done
 
-A shard is written as `<shard>.incomplete` and renamed when complete, so a file under a shard's final name is
-always a finished shard. An interrupted run leaves at most one `.incomplete` file; the next run overwrites it,
-skips the finished shards (reading past their pairs without writing them) and carries on. The input must
-come in the same order on every run (it does for files and archives).
+A shard is written as `<shard>.incomplete.<host>.<pid>` (see `data.preparation.partial_path`) and renamed when complete, so a
+file under a shard's final name is always a finished shard, and two processes writing the same shard never
+trip over each other's partial file. An interrupted run leaves at most one partial file (removed by the next
+`data.preparation.prepare`); the next run skips the finished shards (reading past their pairs without writing
+them) and carries on. The input must come in the same order on every run (it does for files and archives).
 
 Shards hold text, not ids: the vocabulary is applied in the input pipeline, so the shards do not depend on it.
 """
@@ -22,6 +23,7 @@ import random
 import tensorflow as tf
 
 from t2t_relpos import errors
+from t2t_relpos.data import preparation
 from t2t_relpos.data import progress as progress_lib
 
 _FORMAT = 1
@@ -52,7 +54,7 @@ def _serialize(source, target):
 
 
 def _write_shard(path, pairs):
-    partial = path + ".incomplete"
+    partial = preparation.partial_path(path)
     with tf.io.TFRecordWriter(partial) as writer:
         for source, target in pairs:
             writer.write(_serialize(source, target))
@@ -106,10 +108,10 @@ def write_split(pairs, data_dir, name, split, examples_per_shard, shuffle_seed=N
     manifest = {"format": _FORMAT, "problem": name, "split": split, "examples": total, "shards": shards,
                 "source": description}
     path = manifest_path(data_dir, name, split)
-    with open(path + ".incomplete", "w", encoding="utf-8") as f:
+    with open(preparation.partial_path(path), "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=2, ensure_ascii=False)
         f.write("\n")
-    os.replace(path + ".incomplete", path)
+    os.replace(preparation.partial_path(path), path)
     return manifest
 
 

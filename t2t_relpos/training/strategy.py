@@ -8,6 +8,8 @@ import tensorflow as tf
 from t2t_relpos import errors
 
 DISTRIBUTIONS = ("auto", "one_device", "mirrored", "multi_worker")
+# How long a finished worker waits for the others before exiting anyway (e.g. when one of them died).
+SHUTDOWN_BARRIER_SECONDS = 60
 
 
 def split_cpu(num_devices):
@@ -53,13 +55,44 @@ def _multi_worker_strategy():
         json.loads(os.environ["TF_CONFIG"])
     except json.JSONDecodeError as e:
         raise errors.T2TRelposError(f"TF_CONFIG is not valid JSON: {e}") from None
+    _configure_coordination()
     return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+def _configure_coordination():
+    """Makes every worker wait for the others when it exits, so that the last ones do not log alarming errors.
+
+    MultiWorkerMirroredStrategy starts TensorFlow's coordination service on the first worker; when that worker
+    exits before the others, they report `StartAbort UNAVAILABLE ... tasks have crashed` although the run
+    ended well. A shutdown barrier makes them leave together. TensorFlow has no public API for this setting,
+    so this configures the service as the strategy would, plus the barrier; it must run before the runtime
+    starts, and the strategy then uses it.
+    """
+    # pylint: disable=import-outside-toplevel
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.distribute import multi_worker_util
+    from tensorflow.python.eager import context
+
+    cluster = tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec()
+    jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=cluster.num_tasks(job))
+            for job in ("chief", "worker") if job in cluster.jobs]
+    if not jobs:
+        return
+    context.context().configure_coordination_service(
+        service_type="standalone", service_leader=multi_worker_util.coordination_leader(cluster),
+        coordinated_jobs=jobs, shutdown_barrier_timeout_in_ms=SHUTDOWN_BARRIER_SECONDS * 1000)
+
+
+def is_multi_worker(strategy):
+    """True when `strategy` spans several processes."""
+    return (getattr(strategy, "cluster_resolver", None) is not None and
+            getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)())
 
 
 def is_chief(strategy):
     """True on the worker that writes checkpoints and summaries (always, off multi-worker)."""
     resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)():
+    if not is_multi_worker(strategy):
         return True
     task_type, task_id = resolver.task_type, resolver.task_id
     return task_type in (None, "chief") or (task_type == "worker" and task_id == 0 and

@@ -28,6 +28,20 @@ from t2t_relpos.training import strategy as strategy_lib
 SUM = tf.distribute.ReduceOp.SUM
 
 
+class WorkerLost(Exception):
+    """Raised on a worker of a multi-worker run when another worker stopped answering."""
+
+    def __init__(self, step, error):
+        super().__init__(f"lost contact with another worker during step {step + 1} ({type(error).__name__}: it "
+                         "stopped, or the network between them failed); start every worker again with the same "
+                         "command: they resume from the last checkpoint")
+        self.step = step
+
+
+# What a collective raises on the survivors when a worker dies (or is cut off) mid-run.
+_PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError)
+
+
 class TrainingInterrupted(Exception):
     """Raised after a clean stop on SIGINT/SIGTERM, once the checkpoint is written."""
 
@@ -101,14 +115,18 @@ class Trainer:
         self.accumulation_steps = max(1, hparams.accumulation_steps)
         if seed is not None:
             keras.utils.set_random_seed(seed)
+        from t2t_relpos.hparams import stored  # pylint: disable=import-outside-toplevel
+
+        self.vocabulary = problem.vocabulary(data_dir)
+        stored.check_vocabulary(output_dir, self.vocabulary, data_dir)  # Before a checkpoint of it is read.
         with self.strategy.scope():
             self.model = build_model(hparams, problem, data_dir, model_name, dtype=mixed_precision)
             self.optimizer = optimizers.from_hparams(hparams, mixed_precision)
             self.optimizer.build(self.model.trainable_variables)
             self._accumulators = self._make_accumulators() if self.accumulation_steps > 1 else None
-        self.manager = checkpoints.make_manager(self.model, self.optimizer, output_dir, keep_checkpoint_max,
-                                                self.is_chief)
-        self.restored_from = checkpoints.restore_latest(self.manager, output_dir)
+        checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+        self.restored_from = checkpoints.restore_latest(checkpoint, output_dir, self.is_chief)
+        self.manager = checkpoints.make_manager(checkpoint, output_dir, keep_checkpoint_max, self.is_chief)
         self._train_step = None
         self._eval_step = None
         self._writers = {}
@@ -213,7 +231,8 @@ class Trainer:
         from t2t_relpos.hparams import stored  # pylint: disable=import-outside-toplevel
 
         if self.is_chief:
-            stored.save(self.output_dir, self.hparams, self.problem.name, self.model_name)
+            stored.save(self.output_dir, self.hparams, self.problem.name, self.model_name,
+                        vocabulary=self.vocabulary, usr_dirs=registry.usr_dirs())
         start = self.step
         if self.verbose and self.restored_from:
             print(f"Resuming from {self.restored_from} (step {start}).", flush=True)
@@ -231,17 +250,22 @@ class Trainer:
             window = _Window()
             while self.step < train_steps:
                 began = time.perf_counter()
-                stats = {k: float(v) for k, v in self._train_step(iterator).items()}
+                try:
+                    stats = {k: float(v) for k, v in self._train_step(iterator).items()}
+                except _PEER_ERRORS as e:
+                    if not strategy_lib.is_multi_worker(self.strategy):
+                        raise
+                    raise WorkerLost(self.step, e) from None
                 window.add(stats, time.perf_counter() - began)
                 step = self.step
                 if self.is_chief and (step % self.log_every == 0 or step == train_steps):
                     self._write_summaries("train", window.latest(), step, learning_rate=self.learning_rate())
                 progress.update(step, window, self.learning_rate())
                 if self._stop_signal is not None:
-                    path = self.manager.save(checkpoint_number=step)
+                    path = checkpoints.save(self.manager, step, self.is_chief)
                     raise TrainingInterrupted(step, path)
                 if step % self.checkpoint_every == 0 or step == train_steps:
-                    self.manager.save(checkpoint_number=step)
+                    checkpoints.save(self.manager, step, self.is_chief)
                 if step == train_steps or (self.eval_every and step % self.eval_every == 0):
                     metrics = self.evaluate()
                     progress.note("eval " + _format(metrics))
