@@ -212,3 +212,17 @@ def test_translator_output_does_not_depend_on_batch_mates_and_builds_the_model()
         beside = translator.translate(["0123", "9" * 60])[0]
         assert alone == beside
         assert len(alone) <= 4 + 1 + 5  # Four digits, EOS, extra_length: untrained, it rambles to the limit.
+
+
+@pytest.mark.parametrize("setting, pattern", [
+    ({"beam_size": 0}, "'beam_size' must be >= 1, got 0"), ({"beam_size": -2}, "'beam_size' must be >= 1"),
+    ({"batch_size": 0}, "'batch_size' must be >= 1"), ({"extra_length": -100}, "'extra_length' must be >= 0"),
+    ({"top_k": -3}, "'top_k' must be >= 0"), ({"max_input_length": 0}, "'max_input_length' must be >= 2"),
+    ({"temperature": 0.5, "beam_size": 2}, "sampling"),
+])
+def test_decoding_settings_that_cannot_work_are_refused(setting, pattern):
+    from t2t_relpos import errors  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.decoding import translator as translator_lib  # pylint: disable=import-outside-toplevel
+
+    with pytest.raises(errors.HParamsError, match=pattern):
+        translator_lib.check_settings(**setting)

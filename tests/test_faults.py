@@ -1,0 +1,292 @@
+"""The command-line tools under faults: damaged checkpoints, concurrent runs, lost workers, relative paths,
+another vocabulary, and bad values. Each ends in a clear line, never in silent garbage or lost work."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from t2t_relpos import locks
+from t2t_relpos.cli.trainer import LOCK_NAME
+from test_cli import assert_usage_error, run_tool
+from test_translate import make_raw
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+# A problem of the user's whose vocabulary lives in its data directory (as a SentencePiece model would).
+USR_PROBLEM = '''
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from t2t_relpos import registry
+from t2t_relpos.problems import problem
+
+
+@registry.register_problem
+class ReverseListedSymbols(problem.Problem):
+    """Reverses strings of the symbols listed in <data_dir>/symbols.txt."""
+
+    def feature_encoders(self, data_dir=None):
+        with open(os.path.join(data_dir, "symbols.txt"), encoding="utf-8") as f:
+            encoder = problem.SymbolEncoder(f.read().split())
+        return {"inputs": encoder, "targets": encoder}
+
+    def _dataset(self, split, data_dir, seed, num_shards, shard_index):
+        size = self.vocab_sizes(data_dir)[0]
+
+        def examples():
+            rng = np.random.default_rng([seed or 0, ("train", "eval", "test").index(split), shard_index])
+            for _ in iter(int, 1) if split == "train" else range(16):
+                ids = rng.integers(2, size, size=rng.integers(1, 9))
+                yield {"inputs": np.append(ids, 1), "targets": np.append(ids[::-1], 1)}
+
+        spec = tf.TensorSpec([None], tf.int64)
+        return tf.data.Dataset.from_generator(examples, output_signature={"inputs": spec, "targets": spec})
+'''
+DIGITS = "0 1 2 3 4 5 6 7 8 9"
+
+
+def data_dir(root, symbols):
+    root.mkdir()
+    (root / "symbols.txt").write_text(symbols + "\n", encoding="utf-8")
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny run of the user's problem: checkpoints at steps 10 and 20, an export, 3 checkpoints to average."""
+    root = tmp_path_factory.mktemp("faults")
+    usr = root / "usr_problems.py"
+    usr.write_text(USR_PROBLEM, encoding="utf-8")
+    data = data_dir(root / "data", DIGITS)
+    run = root / "run"
+    result = run_tool("t2t-relpos-trainer", f"--usr_dir={usr}", "--problem=reverse_listed_symbols",
+                      "--hparams_set=transformer_tiny_rel", f"--data_dir={data}", f"--output_dir={run}",
+                      "--hparams=hidden_size=32,filter_size=64,num_heads=2,batch_size=256,max_length=12,"
+                      "beam_size=2,num_averaged_checkpoints=3", "--train_steps=20", "--checkpoint_every=10",
+                      "--eval_steps=1", "--export", timeout=400)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return {"root": root, "usr": str(usr), "data": data, "run": run}
+
+
+def decode(trained, *args, run=None, stdin=None, usr=True, data=None):
+    flags = [f"--output_dir={run or trained['run']}", f"--data_dir={data or trained['data']}"]
+    flags += [f"--usr_dir={trained['usr']}"] if usr else []
+    return run_tool("t2t-relpos-decoder", *flags, *args, stdin=stdin, timeout=300)
+
+
+def one_line_error(result, *fragments):
+    assert_usage_error(result, *fragments)
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+# -- wrong results without an error ------------------------------------------------------------------------
+@pytest.mark.parametrize("symbols, fragment", [("1 0 2 3 4 5 6 7 8 9", "12 ids, sha256:"), (DIGITS + " x", "13 ids")])
+def test_decoding_with_another_vocabulary_is_refused(trained, tmp_path, symbols, fragment):
+    other = data_dir(tmp_path / "other", symbols)
+    result = decode(trained, "--decode_from_file=-", stdin="0123\n", data=other)
+    assert_usage_error(result, "another inputs vocabulary", fragment, "give the --data_dir it was trained with")
+
+
+def test_decoding_a_usr_dir_run_without_its_usr_dir_says_which(trained):
+    result = decode(trained, "--decode_from_file=-", stdin="0123\n", usr=False)
+    assert_usage_error(result, "reverse_listed_symbols", f"trained with --usr_dir={trained['usr']}")
+
+
+EXPORTED = """
+import json, sys
+sys.modules["t2t_relpos"] = None  # The SavedModel must not need this package.
+import tensorflow as tf
+translate = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+print(json.dumps([[t.decode() for t in translate(tf.constant(texts))["outputs"].numpy().tolist()]
+                  for texts in json.loads(sys.argv[2])]))
+"""
+
+
+def test_a_lines_output_does_not_depend_on_its_batch_mates(trained, tmp_path):
+    """The decoder, the Translator and the export agree, alone or beside a long line (extra_length is 50)."""
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.decoding import translator as translator_lib  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.training import runs  # pylint: disable=import-outside-toplevel
+
+    line, long_line = "0123456789", "7" * 100
+    source = tmp_path / "source.txt"
+    source.write_text(f"{line}\n{long_line}\n", encoding="utf-8")
+    beside = decode(trained, f"--decode_from_file={source}")
+    assert beside.returncode == 0, beside.stderr
+    from_cli = beside.stdout.splitlines()[0]
+    assert len(from_cli) <= len(line) + 1 + 50
+
+    registry.import_usr_dir(trained["usr"])
+    model, problem, hparams, _ = runs.load(str(trained["run"]), data_dir=trained["data"])
+    translator = translator_lib.Translator(model, problem, trained["data"], beam_size=hparams.beam_size,
+                                           alpha=hparams.alpha, extra_length=hparams.extra_length)
+    assert translator.translate([line]) == [from_cli]
+
+    export_dir = os.path.join(trained["run"], "export", "20")
+    result = subprocess.run([sys.executable, "-c", EXPORTED, export_dir, json.dumps([[line], [line, long_line]])],
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    alone, together = json.loads(result.stdout.strip().splitlines()[-1])
+    assert alone[0] == together[0] == from_cli
+
+
+# -- bad values: one line, exit status 2 --------------------------------------------------------------------
+# The other settings' checks are in test_decoding.py (in-process: each process here costs a TensorFlow import).
+@pytest.mark.parametrize("setting, fragment", [("beam_size=0", "'beam_size' must be >= 1, got 0"),
+                                               ("extra_length=-100", "'extra_length' must be >= 0")])
+def test_bad_decode_hparams(trained, setting, fragment):
+    one_line_error(decode(trained, "--decode_from_file=-", f"--decode_hparams={setting}", stdin="12\n"), fragment)
+
+
+@pytest.mark.parametrize("flag, fragment", [("--decode_to_file", "is a directory; give a file name"),
+                                            ("--decode_from_file", "is a directory, not a file of lines")])
+def test_directories_where_files_belong(trained, tmp_path, flag, fragment):
+    args = [f"{flag}={tmp_path}"] + (["--decode_from_file=-"] if flag == "--decode_to_file" else [])
+    one_line_error(decode(trained, *args, stdin="12\n"), fragment)
+
+
+# The other fields' checks are in test_hparams.py.
+@pytest.mark.parametrize("overrides, fragment", [
+    ("num_heads=5", "'num_heads' (5) must divide 'hidden_size' (64)"),
+    ("hidden_size=64,hidden_size=128", "'hidden_size' is set twice"),
+])
+def test_hparams_no_model_can_use(tmp_path, overrides, fragment):
+    result = run_tool("t2t-relpos-trainer", "--problem=algorithmic_reverse_decimal40",
+                      "--hparams_set=transformer_tiny_rel", f"--hparams={overrides}", f"--output_dir={tmp_path / 'r'}")
+    one_line_error(result, fragment)
+
+
+@pytest.mark.parametrize("where, fragment", [("file", "is a file, not a directory"),
+                                             ("file/run", "cannot create --output_dir")])
+def test_output_dir_that_cannot_be_a_directory(tmp_path, where, fragment):
+    (tmp_path / "file").write_text("not a directory\n")
+    result = run_tool("t2t-relpos-trainer", "--problem=algorithmic_reverse_decimal40",
+                      "--hparams_set=transformer_tiny_rel", f"--output_dir={tmp_path / where}")
+    one_line_error(result, fragment)
+
+
+# -- checkpoints --------------------------------------------------------------------------------------------
+def test_a_truncated_newest_checkpoint(trained, tmp_path):
+    """Decoding and averaging name it; training resumes from the newest intact checkpoint with a warning."""
+    run = tmp_path / "run"
+    shutil.copytree(trained["run"], run, ignore=shutil.ignore_patterns("export", "averaged"))
+    data_file = next(run.glob("ckpt-20.data-*"))
+    os.truncate(data_file, 1000)
+
+    one_line_error(decode(trained, "--decode_from_file=-", stdin="12\n", run=run), f"checkpoint {run}/ckpt-20 is "
+                   "unreadable", data_file.name)
+    averaged = run_tool("t2t-relpos-avg-checkpoints", f"--output_dir={run}", "--num_last=2",
+                        f"--usr_dir={trained['usr']}", f"--data_dir={trained['data']}")
+    one_line_error(averaged, "ckpt-20 is unreadable", data_file.name)
+
+    resumed = run_tool("t2t-relpos-trainer", f"--usr_dir={trained['usr']}", f"--data_dir={trained['data']}",
+                       f"--output_dir={run}", "--train_steps=21", "--eval_steps=1", timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "ckpt-20 is unreadable" in resumed.stderr and "resuming from an older checkpoint" in resumed.stderr
+    assert f"Resuming from {run}/ckpt-10 (step 10)" in resumed.stdout
+    index = (run / "checkpoint").read_text()
+    assert '"ckpt-20"' not in index and '"ckpt-21"' in index and '"ckpt-10"' in index
+
+
+def test_averaging_a_relative_output_dir_with_the_sets_count(trained):
+    """The README's own form (--output_dir=name); the run asks for 3 checkpoints and has 2: a warning."""
+    result = subprocess.run(
+        [sys.executable, "-c", "import t2t_relpos.cli.avg_checkpoints as m; m.run()", "--output_dir=run",
+         f"--usr_dir={trained['usr']}", f"--data_dir={trained['data']}"],
+        cwd=trained["root"], capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "asked to average the last 3 checkpoints but run has only 2" in result.stderr
+    assert "Averaged 2 checkpoints (ckpt-10 .. ckpt-20) into run/averaged/ckpt-20" in result.stdout
+    decoded = decode(trained, "--decode_from_file=-", stdin="0123\n", run=trained["run"] / "averaged")
+    assert decoded.returncode == 0, decoded.stderr
+    assert "the average of 2 checkpoints (ckpt-10 .. ckpt-20)" in decoded.stderr
+
+
+def test_averaging_a_checkpoint_of_another_model(trained, tmp_path):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    foreign = tf.train.Checkpoint(v=tf.Variable(tf.zeros([1000]))).write(str(tmp_path / "ckpt-5"))
+    result = run_tool("t2t-relpos-avg-checkpoints", f"--output_dir={trained['run']}", f"--checkpoints={foreign}",
+                      f"--averaged_dir={tmp_path / 'avg'}", f"--usr_dir={trained['usr']}",
+                      f"--data_dir={trained['data']}")
+    one_line_error(result, "does not fit this run's model", "another model")
+
+
+# -- concurrent runs ----------------------------------------------------------------------------------------
+TRAINER = ["--problem=algorithmic_reverse_decimal40", "--hparams_set=transformer_tiny_rel",
+           "--hparams=hidden_size=16,filter_size=32,num_heads=2,batch_size=128,max_length=10", "--eval_steps=1"]
+
+
+def _tool_process(tool, *args, **kwargs):
+    module = {"trainer": "t2t_relpos.cli.trainer", "datagen": "t2t_relpos.cli.datagen"}[tool]
+    return subprocess.Popen([sys.executable, "-c", f"import {module} as m; m.run()", *args], text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"), **kwargs)
+
+
+def test_a_second_trainer_on_a_run_is_refused_and_a_killed_one_leaves_no_lock(tmp_path):
+    run = f"--output_dir={tmp_path / 'run'}"
+    first = _tool_process("trainer", *TRAINER, run, "--train_steps=100000", stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT)
+    try:
+        assert first.stdout.readline().startswith("Training "), "the first trainer did not start"
+        second = run_tool("t2t-relpos-trainer", *TRAINER, run, "--train_steps=2")
+        one_line_error(second, "another trainer is writing to", f"process {first.pid} on")
+    finally:
+        first.kill()  # As a crash or an out-of-memory kill would.
+        first.communicate(timeout=60)
+    with locks.hold(str(tmp_path / "run" / LOCK_NAME)):  # Free at once: the kernel released it.
+        pass
+
+
+def test_concurrent_datagen_on_one_data_dir(tmp_path):
+    make_raw(tmp_path)
+    args = ("--problem=translate_local", f"--data_dir={tmp_path / 'data'}", f"--tmp_dir={tmp_path}")
+    processes = [_tool_process("datagen", *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    outputs = [p.communicate(timeout=300) for p in processes]
+    for process, (_, err) in zip(processes, outputs):
+        assert process.returncode == 0, err
+    errs = "".join(err for _, err in outputs)
+    assert errs.count("translate_local: prepared in") == 1 and "already prepared" in errs, errs
+    assert not [name for name in os.listdir(tmp_path / "data") if ".incomplete" in name]
+
+
+def test_a_lost_worker_ends_the_survivor_with_one_line(tmp_path):
+    from test_training import _free_ports  # pylint: disable=import-outside-toplevel
+
+    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    processes = []
+    for index in range(2):
+        config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        processes.append(subprocess.Popen(
+            [sys.executable, "-c", "import t2t_relpos.cli.trainer as m; m.run()", *TRAINER, "--log_every=1",
+             f"--output_dir={tmp_path / 'run'}", "--train_steps=100000", "--distribution=multi_worker"],
+            env=dict(os.environ, PYTHONUNBUFFERED="1", TF_CONFIG=json.dumps(config)), text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    survivor, lost = processes
+    try:
+        deadline = time.time() + 300
+        for line in survivor.stdout:
+            if line.startswith("step 2/") or time.time() > deadline:
+                break
+        lost.send_signal(signal.SIGKILL)
+        began = time.time()
+        output = survivor.communicate(timeout=180)[0]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    assert survivor.returncode == 1, output
+    assert time.time() - began < 120
+    assert "Traceback" not in output, output
+    assert output.rstrip().splitlines()[-1].startswith("t2t-relpos-trainer: error: lost contact with another "
+                                                       "worker"), output
+    assert "start every worker again with the same command" in output
