@@ -11,8 +11,6 @@ import time
 
 import pytest
 
-from t2t_relpos import locks
-from t2t_relpos.cli.trainer import LOCK_NAME
 from test_cli import assert_usage_error, run_tool
 from test_translate import make_raw
 
@@ -232,6 +230,9 @@ def _tool_process(tool, *args, **kwargs):
 
 
 def test_a_second_trainer_on_a_run_is_refused_and_a_killed_one_leaves_no_lock(tmp_path):
+    from t2t_relpos import locks  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.cli.trainer import LOCK_NAME  # pylint: disable=import-outside-toplevel
+
     run = f"--output_dir={tmp_path / 'run'}"
     first = _tool_process("trainer", *TRAINER, run, "--train_steps=100000", stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT)
