@@ -199,19 +199,34 @@ def test_a_rows_output_limit_is_its_own_source_length_plus_extra(model, beam_siz
     np.testing.assert_array_equal(together[1], run(inputs[1:], 14)[0])
 
 
-def test_translator_output_does_not_depend_on_batch_mates_and_builds_the_model():
+def _tiny_translator_parts():
     from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
-    from t2t_relpos.decoding import translator as translator_lib  # pylint: disable=import-outside-toplevel
 
     problem = registry.problem("algorithmic_reverse_decimal40")
     hparams = registry.hparams("transformer_tiny_rel").parse("hidden_size=16,filter_size=32,num_heads=2")
-    model = Transformer.from_hparams(hparams, *problem.vocab_sizes())  # Never called: not built.
-    for beam_size in (1, 2):
-        translator = translator_lib.Translator(model, problem, beam_size=beam_size, extra_length=5)
-        alone = translator.translate(["0123"])[0]
-        beside = translator.translate(["0123", "9" * 60])[0]
-        assert alone == beside
-        assert len(alone) <= 4 + 1 + 5  # Four digits, EOS, extra_length: untrained, it rambles to the limit.
+    return problem, Transformer.from_hparams(hparams, *problem.vocab_sizes())  # Never called: not built.
+
+
+@pytest.mark.parametrize("beam_size", [1, 2])
+def test_translator_output_does_not_depend_on_batch_mates(beam_size):
+    from t2t_relpos.decoding import translator as translator_lib  # pylint: disable=import-outside-toplevel
+
+    problem, model = _tiny_translator_parts()
+    model.build()
+    translator = translator_lib.Translator(model, problem, beam_size=beam_size, extra_length=5)
+    alone = translator.translate(["0123"])[0]
+    assert translator.translate(["0123", "9" * 60])[0] == alone
+    assert len(alone) <= 4 + 1 + 5  # Four digits, EOS, extra_length: untrained, it rambles to the limit.
+
+
+def test_search_and_translator_build_a_model_that_was_never_called():
+    from t2t_relpos.decoding import translator as translator_lib  # pylint: disable=import-outside-toplevel
+
+    problem, model = _tiny_translator_parts()
+    ids, _ = search.greedy(model, sources(), 4)
+    assert ops.shape(ids) == (3, 4)
+    problem, model = _tiny_translator_parts()
+    assert isinstance(translator_lib.Translator(model, problem, beam_size=2).translate(["12"])[0], str)
 
 
 @pytest.mark.parametrize("setting, pattern", [

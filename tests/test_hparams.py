@@ -6,7 +6,7 @@ import pytest
 
 from t2t_relpos import errors
 from t2t_relpos import registry
-from t2t_relpos.hparams import HParams, checks, stored
+from t2t_relpos.hparams import HParams, stored
 
 SETS = ("transformer_base", "transformer_big", "transformer_base_rel", "transformer_big_rel",
         "transformer_big_rel_enfr", "transformer_tiny", "transformer_tiny_rel")
@@ -124,6 +124,8 @@ def test_heads_need_not_divide_the_width_with_explicit_head_depths():
 
 @pytest.mark.parametrize("name", registry.list_hparams())
 def test_every_registered_set_passes_the_checks(name):
+    from t2t_relpos.hparams import checks  # pylint: disable=import-outside-toplevel
+
     checks.check(registry.hparams(name))
 
 
@@ -189,3 +191,22 @@ def test_a_different_set_for_a_stored_run_is_refused(tmp_path):
 def test_new_run_needs_a_set(tmp_path):
     with pytest.raises(errors.HParamsError, match="--hparams_set is required"):
         stored.resolve_for_run(str(tmp_path))
+
+
+def test_the_readme_is_true_to_the_sets():
+    """Gin bindings shown in the README name real fields, and its transformer_base row has the set's shape."""
+    import os  # pylint: disable=import-outside-toplevel
+    import re  # pylint: disable=import-outside-toplevel
+
+    from t2t_relpos.hparams import defaults  # pylint: disable=import-outside-toplevel
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "README.md")
+    with open(path, encoding="utf-8") as f:
+        readme = f.read()
+    known = defaults.default_hparams()
+    for name in re.findall(r"hparams\.(\w+) =", readme):
+        assert name in known, f"the README binds hparams.{name}, which does not exist"
+    row = re.search(r"^\| `transformer_base` \|.*$", readme, re.MULTILINE).group(0)
+    hp = registry.hparams("transformer_base")
+    for fact in (f"d {hp.hidden_size}", f"FFN {hp.filter_size}", f"{hp.num_heads} heads"):
+        assert fact in row, (fact, row)

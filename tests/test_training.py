@@ -65,18 +65,23 @@ def _trainer_args(output_dir, steps, *extra):
 
 
 def test_multi_worker_mirrored_with_two_processes(tmp_path):
+    """Both workers train and end cleanly; the non-chief's scratch checkpoints do not outlive the run."""
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    scratch = tmp_path / "tmp"  # The workers' temporary directory.
+    scratch.mkdir()
     processes = []
     for index in range(2):
         config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        env = dict(ENV, TF_CONFIG=json.dumps(config))
+        env = dict(ENV, TF_CONFIG=json.dumps(config), TMPDIR=str(scratch))
         processes.append(subprocess.Popen(
             _trainer_args(tmp_path / "run", 3, "--distribution=multi_worker", "--checkpoint_every=3"),
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outputs = [p.communicate(timeout=400)[0] for p in processes]
     for process, output in zip(processes, outputs):
         assert process.returncode == 0, output
+        assert "StartAbort" not in output and "Traceback" not in output, output
     assert "with 2 replica(s)" in outputs[0]
+    assert not list(scratch.iterdir())
     assert checkpoints.step_of(_latest(tmp_path / "run")) == 3  # The chief wrote it.
 
 
@@ -128,3 +133,30 @@ def test_interrupted_and_killed_runs_resume_where_they_stopped(tmp_path):
     assert f"Resuming from" in output and f"(step {killed_at})" in output
     assert checkpoints.step_of(_latest(run_dir)) == killed_at + 2
     assert not [name for name in os.listdir(run_dir) if "_temp" in name]
+
+
+def test_resuming_skips_a_damaged_checkpoint_and_unlists_it(tmp_path):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from t2t_relpos import errors  # pylint: disable=import-outside-toplevel
+
+    variable = tf.Variable(0.0)
+    step = tf.Variable(0, dtype=tf.int64)
+    checkpoint = tf.train.Checkpoint(v=variable, optimizer=tf.train.Checkpoint(iterations=step))
+    manager = tf.train.CheckpointManager(checkpoint, str(tmp_path), max_to_keep=5, checkpoint_name="ckpt")
+    for value in (1.0, 2.0, 3.0):
+        variable.assign(value)
+        manager.save(checkpoint_number=int(value))
+    for path in tmp_path.glob("ckpt-3.data-*"):
+        os.truncate(path, 3)
+    variable.assign(0.0)
+    assert checkpoints.restore_latest(checkpoint, str(tmp_path)) == str(tmp_path / "ckpt-2")
+    assert float(variable.numpy()) == 2.0
+    state = tf.train.get_checkpoint_state(str(tmp_path))
+    assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["ckpt-1", "ckpt-2"]
+
+    for name in ("ckpt-1", "ckpt-2"):
+        for path in tmp_path.glob(f"{name}.data-*"):
+            os.truncate(path, 3)
+    with pytest.raises(errors.T2TRelposError, match="no checkpoint of .* is readable"):
+        checkpoints.restore_latest(checkpoint, str(tmp_path))

@@ -7,7 +7,6 @@ import pytest
 
 from t2t_relpos import errors
 from t2t_relpos import registry
-from t2t_relpos.data import preparation
 from t2t_relpos.data import shards
 from t2t_relpos.problems import problem as problem_lib
 
@@ -105,6 +104,8 @@ def test_second_run_does_nothing(prepared, capsys):
 
 
 def test_interrupted_datagen_resumes_and_never_uses_a_partial_shard(tmp_path, monkeypatch):
+    from t2t_relpos.data import preparation  # pylint: disable=import-outside-toplevel
+
     raw, data_dir, fresh_dir = tmp_path / "raw", tmp_path / "data", tmp_path / "fresh"
     make_raw(raw)
     write_shard = shards._write_shard  # pylint: disable=protected-access
