@@ -153,7 +153,7 @@ def test_directories_where_files_belong(trained, tmp_path, flag, fragment):
 
 # The other fields' checks are in test_hparams.py.
 @pytest.mark.parametrize("overrides, fragment", [
-    ("num_heads=5", "'num_heads' (5) must divide 'hidden_size' (64)"),
+    ("hidden_size=64,num_heads=5", "'num_heads' (5) must divide 'hidden_size' (64)"),
     ("hidden_size=64,hidden_size=128", "'hidden_size' is set twice"),
 ])
 def test_hparams_no_model_can_use(tmp_path, overrides, fragment):
