@@ -32,7 +32,7 @@ class WorkerLost(Exception):
     """Raised on a worker of a multi-worker run when another worker stopped answering."""
 
     def __init__(self, step, error):
-        super().__init__(f"lost contact with another worker during step {step + 1} ({type(error).__name__}: it "
+        super().__init__(f"lost contact with another worker after step {step} ({type(error).__name__}: it "
                          "stopped, or the network between them failed); start every worker again with the same "
                          "command: they resume from the last checkpoint")
         self.step = step
@@ -250,12 +250,7 @@ class Trainer:
             window = _Window()
             while self.step < train_steps:
                 began = time.perf_counter()
-                try:
-                    stats = {k: float(v) for k, v in self._train_step(iterator).items()}
-                except _PEER_ERRORS as e:
-                    if not strategy_lib.is_multi_worker(self.strategy):
-                        raise
-                    raise WorkerLost(self.step, e) from None
+                stats = {k: float(v) for k, v in self._train_step(iterator).items()}
                 window.add(stats, time.perf_counter() - began)
                 step = self.step
                 if self.is_chief and (step % self.log_every == 0 or step == train_steps):
@@ -271,6 +266,10 @@ class Trainer:
                     progress.note("eval " + _format(metrics))
                 if not math.isfinite(stats["loss_sum"]):
                     raise FloatingPointError(f"loss became {stats['loss_sum']} at step {step}")
+        except _PEER_ERRORS as e:  # In a step or a (collective) save.
+            if not strategy_lib.is_multi_worker(self.strategy):
+                raise
+            raise WorkerLost(self.step, e) from None
         finally:
             self._restore_signals(previous_handlers)
             progress.close()
