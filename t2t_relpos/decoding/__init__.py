@@ -1,0 +1,3 @@
+"""Decoding. `search` (greedy, sampling, beam search) is written in keras.ops and runs on every Keras backend;
+`translator`, `export` (SavedModel) and the decoder's helpers need TensorFlow.
+"""
