@@ -29,6 +29,7 @@ _SCRIPTS = {
     "t2t-relpos-decoder": "t2t_relpos.cli.decoder:run",
     "t2t-relpos-datagen": "t2t_relpos.cli.datagen:run",
     "t2t-relpos-avg-checkpoints": "t2t_relpos.cli.avg_checkpoints:run",
+    "t2t-relpos-export": "t2t_relpos.cli.export:run",
 }
 
 setup(
