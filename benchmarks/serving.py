@@ -10,7 +10,7 @@ table gives sentences per second from the median pass, the spread (fastest and s
 (13a, detokenized) of each system's output.
 
 The model: --run_dir (a trainer's output directory for translate_local on Multi30k, relation tables shared by
-the heads or absolute positions), else one trained here like `translate_small.py` does (`transformer_tiny_rel`
+the heads or absolute positions), else one trained here like `translate_small.py` does (`transformer_cpu_rel`
 with `heads_share_relative_embeddings=true`, --steps steps, in --work_dir). Without the Multi30k files it prints
 why and exits 0. Search settings: beam 4; the package's GNMT length penalty with alpha (0.6), CTranslate2's
 `length_penalty=alpha` (its own normalisation, length ** alpha), so their outputs can differ in a few sentences.
@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402  pylint: disable=wrong-import-position
 import translate_small  # noqa: E402  pylint: disable=wrong-import-position
 
-HPARAMS_SET = "transformer_tiny_rel"
+HPARAMS_SET = "transformer_cpu_rel"
 HPARAMS = "heads_share_relative_embeddings=true"  # CTranslate2 has one relation table per layer, not per head.
 
 

@@ -147,7 +147,7 @@ def test_trainer_and_export_tool_write_a_ctranslate2_model(tmp_path):
 
     make_raw(tmp_path)
     run, data_dir = tmp_path / "run", tmp_path / "data"
-    trained = run_tool("t2t-relpos-trainer", "--problem=translate_local", "--hparams_set=transformer_tiny_rel",
+    trained = run_tool("t2t-relpos-trainer", "--problem=translate_local", "--hparams_set=transformer_cpu_rel",
                        "--hparams=batch_size=256,max_length=40,heads_share_relative_embeddings=true",
                        f"--data_dir={data_dir}", f"--tmp_dir={tmp_path}", f"--output_dir={run}", "--generate_data",
                        "--train_steps=2", "--checkpoint_every=2", "--eval_steps=1", "--export",
