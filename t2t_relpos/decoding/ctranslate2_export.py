@@ -96,18 +96,24 @@ def _norm(spec, layer):
     spec.beta = _numpy(layer.beta)
 
 
-def _projection_bias(projection):
+def _kernel_and_bias(projection):
+    """A `RelationAwareMultiHeadAttention` projection `(kernel, bias or None)` as numpy arrays."""
     kernel, bias = projection
-    return None if bias is None else _numpy(bias), _numpy(kernel)
+    return _numpy(kernel), None if bias is None else _numpy(bias)
+
+
+def _joined(projections):
+    """Several projections side by side (one fused CTranslate2 linear): (kernel `[in, sum out]`, bias)."""
+    pairs = [_kernel_and_bias(p) for p in projections]
+    biases = [b for _, b in pairs]
+    return (np.concatenate([k for k, _ in pairs], axis=1),
+            None if biases[0] is None else np.concatenate(biases))
 
 
 def _self_attention(spec, layer):
     """Fused query/key/value projection, output projection and relation tables of self-attention."""
-    (bq, wq), (bk, wk), (bv, wv) = (_projection_bias(p) for p in (layer._query, layer._key, layer._value))  # pylint: disable=protected-access
-    biases = None if bq is None else np.concatenate([bq, bk, bv])
-    _linear(spec.linear[0], np.concatenate([wq, wk, wv], axis=1), biases)
-    bo, wo = _projection_bias(layer._output)  # pylint: disable=protected-access
-    _linear(spec.linear[1], wo, bo)
+    _linear(spec.linear[0], *_joined([layer._query, layer._key, layer._value]))  # pylint: disable=protected-access
+    _linear(spec.linear[1], *_kernel_and_bias(layer._output))  # pylint: disable=protected-access
     if hasattr(spec, "relative_position_keys"):
         shape = (layer.num_relations, layer.key_dim)
         for name, table in (("relative_position_keys", layer.relative_key_embeddings),
@@ -116,11 +122,10 @@ def _self_attention(spec, layer):
 
 
 def _cross_attention(spec, layer):
-    (bq, wq), (bk, wk), (bv, wv) = (_projection_bias(p) for p in (layer._query, layer._key, layer._value))  # pylint: disable=protected-access
-    _linear(spec.linear[0], wq, bq)
-    _linear(spec.linear[1], np.concatenate([wk, wv], axis=1), None if bk is None else np.concatenate([bk, bv]))
-    bo, wo = _projection_bias(layer._output)  # pylint: disable=protected-access
-    _linear(spec.linear[2], wo, bo)
+    """Query projection, fused key/value projection and output projection of the attention to the encoder."""
+    _linear(spec.linear[0], *_kernel_and_bias(layer._query))  # pylint: disable=protected-access
+    _linear(spec.linear[1], *_joined([layer._key, layer._value]))  # pylint: disable=protected-access
+    _linear(spec.linear[2], *_kernel_and_bias(layer._output))  # pylint: disable=protected-access
 
 
 def _feed_forward(spec, layer, norm):
