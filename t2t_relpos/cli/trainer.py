@@ -10,6 +10,8 @@ Rerunning the same command in the same --output_dir resumes from the last checkp
 problem and model are reused; asking for different ones is an error). Ctrl-C saves a checkpoint and stops.
 """
 
+import os
+
 from absl import flags
 
 from t2t_relpos.cli import common
