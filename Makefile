@@ -30,12 +30,13 @@ demo: $(STAMP)
 	$(BIN)/t2t-relpos-decoder --output_dir=$(DEMO_DIR) --decode_split=eval \
 	    --decode_hparams=beam_size=1,batch_size=50,num_samples=200 --decode_to_file=$(DEMO_DIR)/decoded_eval.txt
 
+# The JAX backend is checked always (the test extra installs it); PyTorch only where torch is installed.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) tests
+	T2T_RELPOS_REQUIRE_BACKENDS=jax $(BIN)/python -m pytest -q -n $(TEST_WORKERS) tests
 
 # Also the long checks marked `slow`.
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "" tests
+	T2T_RELPOS_REQUIRE_BACKENDS=jax $(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "" tests
 
 # Quick versions of the speed and memory benchmarks: they print their tables and
 # leave benchmarks/README.md alone; its full tables come from the commands recorded there.

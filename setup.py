@@ -29,6 +29,7 @@ _SCRIPTS = {
     "t2t-relpos-decoder": "t2t_relpos.cli.decoder:run",
     "t2t-relpos-datagen": "t2t_relpos.cli.datagen:run",
     "t2t-relpos-avg-checkpoints": "t2t_relpos.cli.avg_checkpoints:run",
+    "t2t-relpos-export": "t2t_relpos.cli.export:run",
 }
 
 setup(
@@ -61,7 +62,10 @@ setup(
         "numpy>=1.26",
     ],
     extras_require={
-        "test": ["pytest>=8", "pytest-xdist>=3.5"],
+        # jax: the backend tests (tests/test_backends.py); ctranslate2: the CTranslate2 export's round trip.
+        "test": ["pytest>=8", "pytest-xdist>=3.5", "jax>=0.4.36", "ctranslate2>=4.0,<5"],
+        "jax": ["jax>=0.4.36"],
+        "ctranslate2": ["ctranslate2>=4.0,<5"],
         "plot": ["matplotlib>=3.8"],
     },
     entry_points={"console_scripts": [f"{name}={target}" for name, target in _SCRIPTS.items()]},

@@ -45,6 +45,25 @@ def relation_labels(num_queries, num_keys, k, first_position=0):
     return np.clip(j - i, -k, k) + k
 
 
+def masks(kind, batch, length):
+    """(call kwargs, reference mask `[B, T, T]`) for `kind` in "none", "padding", "causal", "both".
+
+    With padding the second sequence is two positions shorter.
+    """
+    full = np.ones((batch, length, length), bool)
+    if kind == "none":
+        return {}, full
+    lengths = np.array([length, length - 2])[:batch]
+    padding = np.arange(length)[None] < lengths[:, None]  # [B, T]
+    causal = np.tril(np.ones((length, length), bool))[None]
+    if kind == "padding":
+        return {"query_mask": padding, "value_mask": padding}, padding[:, :, None] & padding[:, None, :]
+    if kind == "causal":
+        return {"use_causal_mask": True}, np.broadcast_to(causal, full.shape)
+    both = padding[:, :, None] & padding[:, None, :] & causal
+    return {"query_mask": padding, "value_mask": padding, "use_causal_mask": True}, both
+
+
 def reference_attention(weights, query, value, mask, labels):
     """Eq. 3-4 with loops.
 

@@ -11,6 +11,7 @@ TOOLS = {
     "t2t-relpos-decoder": "t2t_relpos.cli.decoder",
     "t2t-relpos-datagen": "t2t_relpos.cli.datagen",
     "t2t-relpos-avg-checkpoints": "t2t_relpos.cli.avg_checkpoints",
+    "t2t-relpos-export": "t2t_relpos.cli.export",
 }
 
 

@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 from keras import ops
 
+import attention_reference
 from attention_reference import (layer_weights, materialized_attention, reference_attention,
                                  relation_labels)
 from t2t_relpos.layers import RelationAwareMultiHeadAttention
@@ -27,18 +28,7 @@ def random_inputs(batch=B, length=T, depth=D, seed=0):
 
 def masks(kind, batch=B, length=T):
     """(call kwargs, reference mask [B, T, T])."""
-    full = np.ones((batch, length, length), bool)
-    if kind == "none":
-        return {}, full
-    lengths = np.array([length, length - 2])[:batch]
-    padding = np.arange(length)[None] < lengths[:, None]  # [B, T]
-    causal = np.tril(np.ones((length, length), bool))[None]
-    if kind == "padding":
-        return {"query_mask": padding, "value_mask": padding}, padding[:, :, None] & padding[:, None, :]
-    if kind == "causal":
-        return {"use_causal_mask": True}, np.broadcast_to(causal, full.shape)
-    both = padding[:, :, None] & padding[:, None, :] & causal
-    return {"query_mask": padding, "value_mask": padding, "use_causal_mask": True}, both
+    return attention_reference.masks(kind, batch, length)
 
 
 @pytest.mark.parametrize("keys, values, shared", list(itertools.product([True, False], repeat=3)))

@@ -15,6 +15,7 @@ import os
 from absl import flags
 
 from t2t_relpos.cli import common
+from t2t_relpos.cli import export as export_cli
 
 FLAGS = flags.FLAGS
 # Held by the trainer writing a run: a second trainer on the same --output_dir stops at once.
@@ -45,8 +46,10 @@ def define_flags():
     flags.DEFINE_boolean("jit_compile", False, "Compile the training step with XLA.")
     flags.DEFINE_boolean("generate_data", False, "Prepare the problem's data (as t2t-relpos-datagen) first.")
     common.define_download_flag()
-    flags.DEFINE_boolean("export", False, "After training, write a SavedModel that maps text to text (tokenization "
-                         "in the graph, the set's beam_size/alpha/extra_length) to <output_dir>/export/<step>.")
+    flags.DEFINE_boolean("export", False, "After training, export the model in --export_format: a SavedModel that "
+                         "maps text to text (tokenization in the graph, the set's beam_size/alpha/extra_length) to "
+                         "<output_dir>/export/<step>, or a CTranslate2 model to <output_dir>/export_ctranslate2/<step>.")
+    export_cli.define_format_flag()
 
 
 def main(argv):  # pylint: disable=unused-argument
@@ -113,18 +116,16 @@ def train(strategy, hparams, problem, model_name):
     if metrics:
         print("Final evaluation: " + "  ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())), flush=True)
     if FLAGS.export and trainer.is_chief:
-        from t2t_relpos.decoding import export  # pylint: disable=import-outside-toplevel
-
-        path = export.export(trainer.model, problem, os.path.join(FLAGS.output_dir, "export", str(trainer.step)),
-                             FLAGS.data_dir, beam_size=hparams.beam_size, alpha=hparams.alpha,
-                             extra_length=hparams.extra_length)
-        print(f"Exported a SavedModel to {path}", flush=True)
+        path = export_cli.write_export(trainer.model, problem, hparams, FLAGS.output_dir, trainer.step,
+                                       FLAGS.data_dir, FLAGS.export_format)
+        kind = "a SavedModel" if FLAGS.export_format == "saved_model" else "a CTranslate2 model"
+        print(f"Exported {kind} to {path}", flush=True)
     return 0
 
 
 def run(argv=None):
     define_flags()
-    common.run(main, "t2t-relpos-trainer", __doc__, [__name__, common.__name__], argv)
+    common.run(main, "t2t-relpos-trainer", __doc__, [__name__, common.__name__, export_cli.__name__], argv)
 
 
 if __name__ == "__main__":

@@ -201,15 +201,39 @@ def beam_search(model, inputs, max_length, beam_size=4, alpha=0.6, lengths=None)
              ops.full((batch, k), _NEG_INF), ops.zeros((batch, k), "bool"))
     (_, alive_seq, alive_log_probs, _, _, fin_seq, fin_scores,
      fin_flags) = ops.while_loop(cond, body, state, maximum_iterations=max_length)
-    # Finished hypotheses first (by score); unfinished ones fill the slots that are left.
+    # Finished hypotheses first (by score); unfinished ones fill the slots that are left, then empty slots.
     lengths = ops.sum(ops.cast(ops.not_equal(alive_seq, PAD_ID), "int32"), axis=-1)
     alive_scores = alive_log_probs / length_penalty(lengths, alpha)
     all_seq = ops.concatenate([fin_seq, alive_seq], axis=1)
     all_scores = ops.concatenate([fin_scores, alive_scores], axis=1)
-    rank = ops.concatenate([ops.where(fin_flags, fin_scores, 2 * _NEG_INF), alive_scores + _NEG_INF], axis=1)
-    _, order = ops.top_k(rank, k)
+    groups = ops.concatenate([ops.where(fin_flags, 0, 2), ops.ones_like(fin_flags, "int32")], axis=1)
+    order = _first_by_group_then_score(groups, all_scores, k)
     return (ops.take_along_axis(all_seq, order[:, :, None], axis=1),
             ops.take_along_axis(all_scores, order, axis=1))
+
+
+def _first_by_group_then_score(groups, scores, k):
+    """Indices `[B, k]` of the first k entries in the order (group ascending, score descending, index).
+
+    Each entry's place is the number of entries that precede it, so the order is exact and the same on every
+    backend. (Folding the group into the score, e.g. adding -1e9 to unfinished hypotheses, loses scores of
+    about -6 to float32 rounding, and `top_k` then breaks the ties in a backend-specific order.)
+
+    Args:
+        groups: int `[B, n]`, lower first.
+        scores: float `[B, n]`, higher first within a group.
+        k: how many indices to return (k <= n).
+    """
+    n = ops.shape(scores)[1]
+    index = ops.arange(n, dtype="int32")
+    g_i, g_j = groups[:, :, None], groups[:, None, :]
+    s_i, s_j = scores[:, :, None], scores[:, None, :]
+    later_index = (index[None, :] < index[:, None])[None]  # [1, i, j]: j comes before i on equal keys.
+    precedes = ops.logical_or(g_j < g_i, ops.logical_and(ops.equal(g_j, g_i), ops.logical_or(
+        s_j > s_i, ops.logical_and(ops.equal(s_j, s_i), later_index))))  # [B, i, j]: j before i
+    place = ops.sum(ops.cast(precedes, "int32"), axis=2)  # [B, n], a permutation of 0 .. n - 1
+    at_place = ops.equal(place[:, None, :], ops.arange(k, dtype="int32")[None, :, None])  # [B, k, n]
+    return ops.cast(ops.argmax(ops.cast(at_place, "int32"), axis=-1), "int32")
 
 
 def greedy_full_prefix(model, inputs, max_length, decode_fn=None):

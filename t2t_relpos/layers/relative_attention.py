@@ -34,6 +34,9 @@ warnings.filterwarnings("ignore", message="You are using a softmax over axis -1 
 class RelationAwareMultiHeadAttention(keras.layers.Layer):
     """Multi-head attention whose keys and values also see the relation between positions.
 
+    Keras 3 and KerasHub have no relation-aware (Shaw et al.) attention; this layer is it, on the TensorFlow,
+    JAX and PyTorch backends alike (tests/test_backends.py checks the last two against the same references).
+
     For head h, query i and key j (eq. 3-4 of the paper):
 
         e_ij = x_i W^Q (x_j W^K + a^K_ij)^T / sqrt(d_z)

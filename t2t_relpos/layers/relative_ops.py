@@ -12,7 +12,10 @@ whole relative computation:
 
 The lookup and the bucket sums are adjoint linear maps, so each is the other's gradient; declaring that with
 a custom gradient keeps the backward pass as cheap as the forward one (the generic gradient of a gather
-scatters element by element). Beyond standard attention nothing of size `[b, h, n, n]` is kept, only
+scatters element by element). The index tensors of a relation object enter each custom-gradient function as
+inputs (with no gradient), never as closed-over values: JAX traces a custom gradient separately from the
+function around it (e.g. under `jax.grad(jax.jit(f))`), and a tensor captured from the surrounding trace
+would not exist there. Beyond standard attention nothing of size `[b, h, n, n]` is kept, only
 `[b, h, n, R]` tensors; nothing scales with `n * n * d`.
 
 Cost: every `[b, h, n, n]` pass is memory traffic, and at long lengths it is what relative attention adds to
@@ -100,6 +103,16 @@ class ClippedRelativePositions:
             self._left = distance <= -self.k  # [Tq, Tk]
             self._right = distance >= self.k
 
+    _TENSORS = ("_lookup", "_band_valid", "_band_index", "_left", "_right")
+
+    def tensors(self):
+        """The index tensors, to pass into a custom-gradient function (see `with_tensors`)."""
+        return tuple(getattr(self, name) for name in self._TENSORS if hasattr(self, name))
+
+    def with_tensors(self, tensors):
+        """A copy reading `tensors` (as returned by `tensors()`, possibly re-traced) instead of its own."""
+        return _rebound(self, [n for n in self._TENSORS if hasattr(self, n)], tensors)
+
     def add_gathered(self, base, x):
         """`base [B, H, Tq, Tk]` plus the lookup of `x [B, H, Tq, R]`: `base[b, h, i, j] + x[b, h, i, label(i, j)]`.
 
@@ -141,6 +154,14 @@ class EdgeLabels:
         self.num_labels = int(num_labels)
         self._labels = ops.cast(labels, "int32")
 
+    def tensors(self):
+        """The label tensor, to pass into a custom-gradient function (see `with_tensors`)."""
+        return (self._labels,)
+
+    def with_tensors(self, tensors):
+        """A copy reading `tensors` (as returned by `tensors()`) instead of its own."""
+        return _rebound(self, ["_labels"], tensors)
+
     def add_gathered(self, base, x):
         """`base [B, H, Tq, Tk]` plus the lookup of `x [B, H, Tq, R]` by label."""
         return _add_take_labels(base, x, self._labels)
@@ -149,6 +170,15 @@ class EdgeLabels:
         """`[B, H, Tq, Tk]` -> `[B, H, Tq, R]`."""
         one_hot = ops.one_hot(self._labels, self.num_labels, dtype=p.dtype)  # [B, Tq, Tk, R]
         return ops.einsum("bhqk,bqkr->bhqr", p, one_hot)
+
+
+def _rebound(relations, names, tensors):
+    """A shallow copy of `relations` with the attributes `names` set to `tensors`."""
+    copy = object.__new__(type(relations))
+    copy.__dict__.update(relations.__dict__)
+    for name, tensor in zip(names, tensors, strict=True):
+        setattr(copy, name, tensor)
+    return copy
 
 
 def _upstream(args, upstream):
@@ -163,14 +193,16 @@ def relative_logits(logits, x, relations):
     """
 
     @ops.custom_gradient
-    def add_lookup(base, values):
+    def add_lookup(base, values, *index):
+        bound = relations.with_tensors(index)
+
         def grad(*args, upstream=None):
             upstream = _upstream(args, upstream)
-            return upstream, relations.bucket_sums(upstream)
+            return (upstream, bound.bucket_sums(upstream)) + (None,) * len(index)
 
-        return relations.add_gathered(base, values), grad
+        return bound.add_gathered(base, values), grad
 
-    return add_lookup(logits, x)
+    return add_lookup(logits, x, *relations.tensors())
 
 
 def relative_values(weights, values, table, relations):
@@ -191,19 +223,20 @@ def relative_values(weights, values, table, relations):
     """
 
     @ops.custom_gradient
-    def attend(p, v, a):
-        per_relation = relations.bucket_sums(p)  # [B, H, Tq, R]
+    def attend(p, v, a, *index):
+        bound = relations.with_tensors(index)
+        per_relation = bound.bucket_sums(p)  # [B, H, Tq, R]
         out = ops.matmul(p, v) + ops.matmul(per_relation, a)
 
         def grad(*args, upstream=None):
             upstream = _upstream(args, upstream)
-            d_p = relations.add_gathered(ops.matmul(upstream, ops.swapaxes(v, -1, -2)),
-                                         ops.matmul(upstream, ops.swapaxes(a, -1, -2)))
+            d_p = bound.add_gathered(ops.matmul(upstream, ops.swapaxes(v, -1, -2)),
+                                     ops.matmul(upstream, ops.swapaxes(a, -1, -2)))
             d_v = ops.matmul(ops.swapaxes(p, -1, -2), upstream)
             per_example = ops.matmul(ops.swapaxes(per_relation, -1, -2), upstream)  # [B, H, R, d_v]
             d_a = ops.sum(per_example, axis=(0, 1) if len(a.shape) == 2 else 0)
-            return d_p, d_v, d_a
+            return (d_p, d_v, d_a) + (None,) * len(index)
 
         return out, grad
 
-    return attend(weights, values, table)
+    return attend(weights, values, table, *relations.tensors())

@@ -1,0 +1,75 @@
+"""t2t-relpos-export: export a trained run for serving.
+
+  t2t-relpos-export --output_dir=~/runs/ende --data_dir=~/t2t_data                       # SavedModel
+  t2t-relpos-export --output_dir=~/runs/ende --data_dir=~/t2t_data --export_format=ctranslate2
+
+saved_model (TF Serving, or tf.saved_model.load without this package): text in, text out, tokenization and
+search in the graph, written to <output_dir>/export/<step>. ctranslate2: a CTranslate2 model directory with the
+SentencePiece model beside it, written to <output_dir>/export_ctranslate2/<step>; Transformers with absolute or
+relative positions (relation tables shared by the heads), not Universal Transformers.
+"""
+
+import os
+
+from absl import flags
+
+from t2t_relpos.cli import common
+
+FLAGS = flags.FLAGS
+FORMATS = ("saved_model", "ctranslate2")
+_SUBDIRS = {"saved_model": "export", "ctranslate2": "export_ctranslate2"}
+
+
+def define_format_flag():
+    flags.DEFINE_enum("export_format", "saved_model", list(FORMATS), "saved_model: a TensorFlow SavedModel "
+                      "mapping text to text; ctranslate2: a CTranslate2 model directory for fast CPU/GPU inference.")
+
+
+def define_flags():
+    flags.DEFINE_string("output_dir", None, "The trainer's --output_dir.")
+    flags.DEFINE_string("data_dir", None, "The problem's data directory (vocabularies), if it has one.")
+    flags.DEFINE_string("checkpoint_path", None, "A specific checkpoint (default: the newest in --output_dir).")
+    flags.DEFINE_string("export_dir", None, "Where the export goes (default: <output_dir>/export/<step> for "
+                        "saved_model, <output_dir>/export_ctranslate2/<step> for ctranslate2).")
+    define_format_flag()
+    common.define_usr_dir_flag()
+
+
+def write_export(model, problem, hparams, output_dir, step, data_dir, export_format, export_dir=None):
+    """Exports `model` in `export_format` (see the module docstring); returns the directory written."""
+    # pylint: disable=import-outside-toplevel
+    path = export_dir or os.path.join(output_dir, _SUBDIRS[export_format], str(step))
+    if export_format == "ctranslate2":
+        from t2t_relpos.decoding import ctranslate2_export
+
+        return ctranslate2_export.export(model, problem, path, data_dir)
+    from t2t_relpos.decoding import export
+
+    return export.export(model, problem, path, data_dir, beam_size=hparams.beam_size, alpha=hparams.alpha,
+                         extra_length=hparams.extra_length)
+
+
+def main(argv):  # pylint: disable=unused-argument
+    common.import_tensorflow()
+    # pylint: disable=import-outside-toplevel
+    from t2t_relpos import errors
+    from t2t_relpos.training import checkpoints
+    from t2t_relpos.training import runs
+
+    common.import_usr_dir()
+    if not FLAGS.output_dir:
+        raise errors.T2TRelposError("--output_dir is required")
+    model, problem, hparams, path = runs.load(FLAGS.output_dir, FLAGS.checkpoint_path, FLAGS.data_dir)
+    written = write_export(model, problem, hparams, FLAGS.output_dir, checkpoints.step_of(path), FLAGS.data_dir,
+                           FLAGS.export_format, FLAGS.export_dir)
+    print(f"Exported {os.path.basename(path)} as {FLAGS.export_format} to {written}", flush=True)
+    return 0
+
+
+def run(argv=None):
+    define_flags()
+    common.run(main, "t2t-relpos-export", __doc__, [__name__, common.__name__], argv)
+
+
+if __name__ == "__main__":
+    run()
