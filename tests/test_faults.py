@@ -71,7 +71,7 @@ def trained(tmp_path_factory):
                       "--hparams_set=transformer_tiny_rel", f"--data_dir={data}", f"--output_dir={run}",
                       "--hparams=hidden_size=32,filter_size=64,num_heads=2,batch_size=256,max_length=40,"
                       "beam_size=2,num_averaged_checkpoints=3", "--train_steps=20", "--checkpoint_every=10",
-                      "--eval_steps=1", "--export", timeout=400)
+                      "--eval_steps=1", "--export", "--seed=1", timeout=400)
     assert result.returncode == 0, result.stdout + result.stderr
     return {"root": root, "usr": str(usr), "data": data, "run": run}
 
@@ -122,7 +122,9 @@ def test_a_lines_output_does_not_depend_on_its_batch_mates(trained, tmp_path):
     beside = decode(trained, f"--decode_from_file={source}")
     assert beside.returncode == 0, beside.stderr
     from_cli = beside.stdout.splitlines()[0]
-    assert len(from_cli) == len(line) + 1 + 50  # Source tokens (EOS included) + extra_length, never 100 + ...
+    # At most the source's tokens (EOS included) + extra_length, never the long line's 100 + ... (a barely trained
+    # model may still stop earlier by itself).
+    assert len(from_cli) <= len(line) + 1 + 50
 
     registry.import_usr_dir(trained["usr"])
     model, problem, hparams, _ = runs.load(str(trained["run"]), data_dir=trained["data"])
