@@ -23,7 +23,8 @@ def _concrete(x):
         return x
     try:
         return ops.convert_to_numpy(x)
-    except (TypeError, RuntimeError):  # Symbolic: TensorFlow raises NotImplementedError, JAX a TypeError.
+    except (TypeError, RuntimeError):  # Symbolic: TensorFlow raises NotImplementedError (a RuntimeError),
+        # JAX a TypeError.
         return None
 
 # A single key (the first decoding step) is a legitimate softmax over one element.

@@ -9,6 +9,7 @@ replicas and accumulation over micro-batches all compute the same update for the
     trainer.train(train_steps=2000)   # resumes from /tmp/rev if it holds checkpoints
 """
 
+import inspect
 import math
 import signal
 import sys
@@ -60,16 +61,20 @@ def build_model(hparams, problem, data_dir=None, model_name=None, dtype=None):
     name = model_name or hparams.model
     model_class = registry.model(name)
     arguments = problem.model_arguments(data_dir)
-    try:
-        model = model_class.from_hparams(hparams, input_vocab, target_vocab, dtype=dtype, **arguments)
-    except (TypeError, ValueError) as e:  # Keras refuses unknown constructor arguments with a ValueError.
-        if not arguments or not any(a in str(e) for a in arguments):
-            raise
+    missing = sorted(a for a in arguments if not _accepts(model_class, a))
+    if missing:
         raise errors.T2TRelposError(
-            f"model {name} cannot read {problem.name}'s inputs (it needs {sorted(arguments)}); use a model "
-            f"that accepts them, e.g. transformer_encoder or universal_transformer_encoder") from None
+            f"model {name} cannot read {problem.name}'s inputs (it needs {missing}); use a model that accepts "
+            "them, e.g. transformer_encoder or universal_transformer_encoder")
+    model = model_class.from_hparams(hparams, input_vocab, target_vocab, dtype=dtype, **arguments)
     model.build()
     return model
+
+
+def _accepts(model_class, argument):
+    """Whether a constructor in `model_class`'s hierarchy names `argument` (not merely `**kwargs`)."""
+    return any(argument in inspect.signature(cls.__init__).parameters
+               for cls in model_class.__mro__ if "__init__" in vars(cls))
 
 
 class Trainer:
