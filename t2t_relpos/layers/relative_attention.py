@@ -6,7 +6,7 @@ import keras
 from keras import ops
 import numpy as np
 
-from t2t_relpos.layers import relative_ops
+from t2t_relpos.layers import cache_ops, relative_ops
 
 try:  # Keras keeps masks beside tensors that cannot carry attributes (JAX arrays).
     from keras.src.backend import get_keras_mask as _keras_mask
@@ -242,9 +242,8 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
             k = self._project(key, self._key, self.key_dim)
             v = self._project(value, self._value, self.value_dim)
             if cache is not None:
-                start = [0, 0, cache_index, 0]
-                k = ops.slice_update(cache["key"], start, ops.cast(k, cache["key"].dtype))
-                v = ops.slice_update(cache["value"], start, ops.cast(v, cache["value"].dtype))
+                k = cache_ops.write(cache["key"], ops.cast(k, cache["key"].dtype), cache_index, axis=2)
+                v = cache_ops.write(cache["value"], ops.cast(v, cache["value"].dtype), cache_index, axis=2)
                 cache = {"key": k, "value": v}
 
         num_queries, num_keys = ops.shape(q)[2], ops.shape(k)[2]

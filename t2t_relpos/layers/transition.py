@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from t2t_relpos.layers import cache_ops
+
 
 @keras.saving.register_keras_serializable(package="t2t_relpos")
 class SeparableConvTransition(keras.layers.Layer):
@@ -84,7 +86,7 @@ class SeparableConvTransition(keras.layers.Layer):
         before = self.kernel_size - 1
         if buffer is not None:
             # Position p lives at p + before in the buffer; the windows of x start kernel_size - 1 earlier.
-            buffer = ops.slice_update(buffer, [0, cache_index + before, 0], ops.cast(x, buffer.dtype))
+            buffer = cache_ops.write(buffer, ops.cast(x, buffer.dtype), cache_index + before, axis=1)
             shape = ops.shape(x)
             return ops.slice(buffer, [0, cache_index, 0], (shape[0], shape[1] + before, shape[2])), buffer
         if not self.causal:
