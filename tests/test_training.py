@@ -160,3 +160,12 @@ def test_resuming_skips_a_damaged_checkpoint_and_unlists_it(tmp_path):
             os.truncate(path, 3)
     with pytest.raises(errors.T2TRelposError, match="no checkpoint of .* is readable"):
         checkpoints.restore_latest(checkpoint, str(tmp_path))
+
+
+def test_the_progress_rate_is_tokens_over_time_not_a_median_of_step_rates():
+    window = trainer_lib._Window(steps=3)  # pylint: disable=protected-access
+    stats = {"loss_sum": 1.0, "tokens": 600.0, "correct": 1.0, "source_tokens": 400.0}
+    for seconds in (5.0, 1.0, 0.1, 0.1):  # The first step falls out of the window.
+        window.add(stats, seconds)
+    # 3000 tokens in 1.2 s; the median of the per-step rates would say 10,000 tokens/s.
+    assert window.latest()["tokens_per_second"] == pytest.approx(2500.0)

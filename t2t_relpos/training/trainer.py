@@ -9,6 +9,7 @@ replicas and accumulation over micro-batches all compute the same update for the
     trainer.train(train_steps=2000)   # resumes from /tmp/rev if it holds checkpoints
 """
 
+import collections
 import inspect
 import math
 import signal
@@ -16,7 +17,6 @@ import sys
 import time
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from t2t_relpos import registry
@@ -375,22 +375,30 @@ class Trainer:
 
 
 class _Window:
-    """The statistics of the last step, and a running average for display."""
+    """The statistics of the last step, and the training rate over the last `steps` steps.
 
-    def __init__(self):
+    The rate (`tok/s`) is tokens over time: the non-padding source and target tokens of the last steps
+    divided by the seconds those steps took (input pipeline included; checkpoints, evaluation and logging
+    between steps excluded).
+    """
+
+    def __init__(self, steps=20):
         self._last = None
-        self._tokens_per_second = []
+        self._recent = collections.deque(maxlen=steps)  # (tokens, seconds) per step
 
     def add(self, stats, seconds):
         self._last = stats
-        tokens = stats["tokens"] + stats["source_tokens"]
-        self._tokens_per_second = (self._tokens_per_second + [tokens / max(seconds, 1e-9)])[-20:]
+        self._recent.append((stats["tokens"] + stats["source_tokens"], seconds))
+
+    def tokens_per_second(self):
+        tokens, seconds = (sum(column) for column in zip(*self._recent))
+        return tokens / max(seconds, 1e-9)
 
     def latest(self):
         stats = self._last
         tokens = max(stats["tokens"], 1.0)
         values = {"loss": stats["loss_sum"] / tokens, "accuracy": stats["correct"] / tokens,
-                  "tokens_per_second": float(np.median(self._tokens_per_second))}
+                  "tokens_per_second": self.tokens_per_second()}
         for name, value in stats.items():
             if name.startswith("summary/"):
                 values[name[len("summary/"):]] = value / tokens
