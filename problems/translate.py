@@ -217,12 +217,20 @@ class TranslateProblem(problem.Problem):
             records = _training_records(paths, seed, num_shards, shard_index)
         else:
             records = tf.data.TFRecordDataset(paths).shard(num_shards, shard_index)
-        eos = tf.constant([problem.EOS_ID], tf.int32)
 
-        def encode(pair):
-            return {key: tf.concat([tokenizer.tokenize(pair[key]), eos], axis=0) for key in ("inputs", "targets")}
+        def encode(pairs):  # A batch of text pairs -> ids, EOS appended: ragged [n, (length)] per side.
+            encoded = {}
+            for key in ("inputs", "targets"):
+                ids = tokenizer.tokenize(pairs[key])
+                eos = tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), 1], tf.constant(problem.EOS_ID, ids.dtype)))
+                encoded[key] = tf.concat([ids, eos], axis=1)
+            return encoded
 
-        return shards.parse_pairs(records).map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        # Tokenized a batch at a time (in parallel), then one example per element again, in order. Unbatched
+        # ragged rows are typed as (flat) RaggedTensors; a map receives them as the plain tensors they are.
+        examples = shards.parse_pair_batches(records).map(encode, num_parallel_calls=tf.data.AUTOTUNE,
+                                                          deterministic=True).unbatch()
+        return examples.map(lambda example: example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def _training_records(paths, seed, num_shards, shard_index, cycle_length=16):

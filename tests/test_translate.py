@@ -207,3 +207,23 @@ def test_unprepared_data_dir_says_how_to_prepare(tmp_path):
         problem.vocab_sizes(str(tmp_path))
     with pytest.raises(errors.DataError, match="needs --data_dir"):
         problem.vocab_sizes(None)
+
+
+def test_tokenizing_in_batches_gives_each_record_its_own_ids_in_order(prepared):
+    """The input pipeline parses and tokenizes records a batch at a time (shards.PARSE_BATCH), crossing batch
+    boundaries and epochs: each example must still be its own record's text, tokenized alone, EOS appended."""
+    from t2t_relpos.problems import translate  # pylint: disable=import-outside-toplevel
+
+    problem, data_dir, _, _ = prepared
+    encoder = problem.feature_encoders(data_dir)["inputs"]
+    paths = shards.shard_paths(data_dir, problem.name, "train", "")
+    count = 2 * shards.PARSE_BATCH + 37  # Past two batch boundaries and the end of the first epoch (150).
+    records = translate._training_records(paths, 3, 1, 0).take(count)  # pylint: disable=protected-access
+    want = []
+    for record in records.as_numpy_iterator():
+        example = shards.tf.train.Example.FromString(record)
+        want.append(tuple(tuple(encoder.encode(example.features.feature[key].bytes_list.value[0].decode("utf-8")))
+                          + (problem_lib.EOS_ID,) for key in ("inputs", "targets")))
+    got = [(tuple(e["inputs"]), tuple(e["targets"]))
+           for e in problem.dataset("train", data_dir, seed=3).take(count).as_numpy_iterator()]
+    assert got == want

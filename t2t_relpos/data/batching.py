@@ -89,9 +89,21 @@ def example_length(example):
     return tf.reduce_max(tf.stack([tf.shape(v)[0] for v in tf.nest.flatten(example)]))
 
 
+# Examples bucketed together in one vectorised pass. tf.data's group_by_window (bucket_by_sequence_length)
+# runs a function per example and builds a small dataset per batch: on WMT-like text that sequential work
+# capped a whole pipeline near 200k target tokens/s (benchmarks/input_pipeline.py). Here examples arrive as
+# ragged chunks (`ragged_batch`) and a chunk's bucketing is a handful of vectorised ops.
+CHUNK_EXAMPLES = 4096
+
+
 def batch_examples(examples, batch_size, max_length, min_length=8, length_bucket_step=1.1, drop_long=True,
-                   pad_to_bucket_boundary=False):
+                   pad_to_bucket_boundary=False, shuffle_batches=False, seed=None, chunk_size=CHUNK_EXAMPLES):
     """Groups examples into padded, length-bucketed batches of at most `batch_size` tokens.
+
+    Each batch holds the rows of one bucket (`batching_scheme`), as many as the bucket's share of the budget:
+    what tensorflow's `bucket_by_sequence_length` gives, computed a chunk of `chunk_size` examples at a time.
+    A bucket's examples wait (in arrival order) until they fill a batch; when a finite dataset ends, every
+    bucket's last, partial batch is emitted, so every example is in exactly one batch.
 
     Args:
         examples: A dataset of dicts of 1-D tensors (e.g. {"inputs": int32 [None], "targets": int32 [None]}).
@@ -103,18 +115,98 @@ def batch_examples(examples, batch_size, max_length, min_length=8, length_bucket
         drop_long: Drop examples longer than `max_length` (training). Otherwise they are kept, one per batch.
         pad_to_bucket_boundary: Pad every batch to its bucket's longest length, so that the shapes come from a
             small fixed set (one XLA compilation per bucket). All examples must then be <= max_length.
+        shuffle_batches: Emit the batches completed by a chunk in random order (training), else by bucket.
+        seed: Makes `shuffle_batches` deterministic (with the chunk's index), or None for random.
+        chunk_size: Examples bucketed per pass.
 
     Returns:
         A dataset of dicts of [rows, padded_length] tensors padded with PAD_ID; rows in a batch come from one
-        bucket; all features of a batch share the padded length only with `pad_to_bucket_boundary`.
+        bucket, in the order they arrived; all features of a batch share the padded length only with
+        `pad_to_bucket_boundary`.
     """
     scheme = batching_scheme(batch_size, max_length, min_length, length_bucket_step)
+    names = sorted(examples.element_spec)
+    chunks = examples.ragged_batch(chunk_size)
     if drop_long:
-        examples = examples.filter(lambda example: example_length(example) <= max_length)
-    padding = tf.nest.map_structure(lambda spec: tf.constant(PAD_ID, spec.dtype), examples.element_spec)
-    return examples.bucket_by_sequence_length(
-        element_length_func=example_length,
-        bucket_boundaries=list(scheme.boundaries),
-        bucket_batch_sizes=list(scheme.batch_sizes),
-        padding_values=padding,
-        pad_to_bucket_boundary=pad_to_bucket_boundary)
+        chunks = chunks.map(lambda chunk: _keep(chunk, _lengths(chunk) <= max_length),
+                            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    # A last, empty chunk flags the end of a finite dataset: it flushes the partial batches.
+    spec = chunks.element_spec
+    end = {name: tf.RaggedTensor.from_row_lengths(tf.zeros([0], spec[name].dtype),
+                                                  tf.zeros([0], spec[name].row_splits_dtype)) for name in names}
+    flagged = chunks.map(lambda chunk: (chunk, False)).concatenate(tf.data.Dataset.from_tensors((end, True)))
+    bucketer = _Bucketer(scheme, shuffle_batches, seed)
+    batches = flagged.scan((_parts(end), tf.constant(0, tf.int64)), bucketer.step).unbatch()
+    return batches.map(lambda batch: _padded(batch, scheme, pad_to_bucket_boundary),
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def _lengths(chunk):
+    """int64 `[n]`: each example's length, that of its longest feature."""
+    return tf.reduce_max(tf.stack([chunk[name].row_lengths() for name in sorted(chunk)]), axis=0)
+
+
+def _keep(chunk, mask):
+    return {name: tf.ragged.boolean_mask(rows, mask) for name, rows in chunk.items()}
+
+
+def _parts(ragged):
+    """Ragged rows as (values, row lengths): `Dataset.scan` cannot carry RaggedTensors in its state."""
+    return {name: (rows.flat_values, rows.row_lengths()) for name, rows in ragged.items()}
+
+
+class _Bucketer:
+    """The state machine of `batch_examples`: a pool of waiting examples in, complete batches out."""
+
+    def __init__(self, scheme, shuffle_batches, seed):
+        self.boundaries = tf.constant(scheme.boundaries, tf.int64)
+        self.rows = tf.constant(scheme.batch_sizes, tf.int64)
+        self.shuffle_batches = shuffle_batches
+        self.seed = seed
+
+    def step(self, state, element):
+        """(waiting examples, chunk index), (chunk, end) -> new state, batches `{name: [b, (rows), (len)]}`."""
+        waiting, index = state
+        chunk, end = element
+        pool = {name: tf.concat([tf.RaggedTensor.from_row_lengths(*waiting[name]), chunk[name]], axis=0)
+                for name in chunk}
+        # Bucket i holds lengths in [boundaries[i - 1], boundaries[i]), as in bucket_by_sequence_length.
+        bucket = tf.searchsorted(self.boundaries, _lengths(pool), side="right", out_type=tf.int64)
+        order = tf.argsort(bucket, stable=True)  # By bucket, arrival order within one.
+        bucket = tf.gather(bucket, order)
+        position = tf.range(tf.size(bucket, out_type=tf.int64))
+        first = tf.searchsorted(bucket, bucket, side="left", out_type=tf.int64)  # Where its bucket starts.
+        group = (position - first) // tf.gather(self.rows, bucket)  # Its batch within the bucket.
+        key = bucket * (tf.size(bucket, out_type=tf.int64) + 1) + group  # One value per (bucket, group).
+        starts = tf.not_equal(key, tf.concat([[-1], key[:-1]], axis=0)[:tf.size(key)])  # First of a batch.
+        batch = tf.cumsum(tf.cast(starts, tf.int64)) - 1  # Each example's batch, counting from 0.
+        count = tf.reduce_sum(tf.cast(starts, tf.int64))
+        rows = tf.math.unsorted_segment_sum(tf.ones_like(batch), batch, count)
+        batch_bucket = tf.gather(bucket, tf.boolean_mask(position, starts))
+        full = tf.logical_or(end, tf.equal(rows, tf.gather(self.rows, batch_bucket)))
+        ready = tf.gather(full, batch)  # Per example: its batch goes out now, else it waits.
+        emitted = tf.boolean_mask(tf.range(count), full)
+        if self.shuffle_batches:
+            emitted = (tf.random.shuffle(emitted) if self.seed is None else
+                       tf.random.experimental.stateless_shuffle(emitted, seed=[self.seed, index]))
+        # The examples of the emitted batches, batch after batch, as ragged [batches, (rows)] of positions.
+        members = tf.RaggedTensor.from_value_rowids(position, batch, nrows=count)
+        members = tf.gather(members, emitted)
+        take = tf.gather(order, members.flat_values)
+        out = {name: tf.RaggedTensor.from_row_lengths(tf.gather(pool[name], take), members.row_lengths())
+               for name in pool}
+        out["bucket"] = tf.gather(batch_bucket, emitted)
+        left = tf.gather(order, tf.boolean_mask(position, tf.logical_not(ready)))
+        return (_parts({name: tf.gather(pool[name], left) for name in pool}), index + 1), out
+
+
+def _padded(batch, scheme, pad_to_bucket_boundary):
+    """A batch of ragged rows -> dense `[rows, length]` PAD-padded tensors (the bucket's length if asked)."""
+    bucket = batch["bucket"]
+    dense = {name: rows.to_tensor(default_value=tf.constant(PAD_ID, rows.dtype))
+             for name, rows in batch.items() if name != "bucket"}
+    if pad_to_bucket_boundary:
+        length = tf.gather(tf.constant(scheme.bucket_lengths() + (0,), tf.int32), bucket)
+        dense = {name: tf.pad(t, [[0, 0], [0, length - tf.shape(t)[1]]], constant_values=PAD_ID)
+                 for name, t in dense.items()}
+    return dense

@@ -48,17 +48,28 @@ def input_dataset(problem, hparams, split, data_dir=None, seed=None, num_shards=
     problem_lib.check_split(split)
     examples = problem.dataset(split, data_dir=data_dir, seed=seed, num_shards=num_shards,
                                shard_index=shard_index)
-    training = split == "train"
+    return batches_of(examples, hparams, training=split == "train", seed=seed, shard_index=shard_index,
+                      shuffle_buffer=shuffle_buffer, pad_to_bucket_boundary=pad_to_bucket_boundary,
+                      max_eval_length=problem.max_eval_length)
+
+
+def batches_of(examples, hparams, training, seed=None, shard_index=0, shuffle_buffer=DEFAULT_SHUFFLE_BUFFER,
+               pad_to_bucket_boundary=False, max_eval_length=None):
+    """The sequential tail of `input_dataset`: examples -> shuffled (training), bucketed, batched, prefetched.
+
+    Args are those of `input_dataset`; `max_eval_length` is the problem's longest eval sequence, if known.
+    """
     max_length = hparams.max_length if hparams.max_length > 0 else hparams.batch_size
     if training:
         if shuffle_buffer > 1:
             examples = examples.shuffle(shuffle_buffer, seed=_shuffle_seed(seed, shard_index))
     else:
-        max_length = max(max_length, problem.max_eval_length or EVAL_FALLBACK_MAX_LENGTH)
+        max_length = max(max_length, max_eval_length or EVAL_FALLBACK_MAX_LENGTH)
     batches = batching.batch_examples(
         examples, hparams.batch_size, max_length, min_length=hparams.min_length_bucket,
         length_bucket_step=hparams.length_bucket_step, drop_long=training,
-        pad_to_bucket_boundary=pad_to_bucket_boundary)
+        pad_to_bucket_boundary=pad_to_bucket_boundary, shuffle_batches=training,
+        seed=_shuffle_seed(seed, shard_index))
     options = tf.data.Options()
     # Order is part of reproducibility; only an unseeded training stream may trade it for speed.
     options.deterministic = not training or seed is not None
