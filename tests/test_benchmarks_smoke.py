@@ -69,17 +69,19 @@ _DECODING_SPEC.loader.exec_module(decoding)
 
 def test_decoding_measure_tiny_length_cached_equals_uncached(tmp_path):
     # measure() itself raises if greedy cached, uncached and search.greedy_full_prefix disagree.
-    result = decoding.measure("rel64", lengths=(4,), paths=("cached", "uncached"), reps=1, min_sample_s=0.0)
+    # The copying path (cache writes that copy the buffer) must decode the same tokens as the in-place one.
+    result = decoding.measure("rel64", lengths=(4,), paths=("cached", "copying", "uncached"), reps=1,
+                              min_sample_s=0.0)
     assert set(result) == {"model", "description", "parameters", "times", "cpu_times", "agreement", "ponder_steps"}
     assert result["parameters"] > 0 and result["ponder_steps"] is None
     assert set(result["times"]) == {4} and set(result["times"][4]) == set(decoding.SEARCHES)
     for search_name, by_path in result["times"][4].items():
-        assert set(by_path) == {"cached", "uncached"}, search_name
+        assert set(by_path) == {"cached", "copying", "uncached"}, search_name
         assert all(seconds > 0 for seconds in by_path.values()), search_name
     assert result["agreement"][4] == {"greedy": 1.0, "beam": 1.0}
     table = decoding.format_table({"rel64": result}).splitlines()
     assert len(table) == 2 + len(decoding.SEARCHES)
-    assert all(line.count("|") == 13 for line in table)
+    assert all(line.count("|") == 14 for line in table)
     assert "not measured" in decoding.verdict({"rel64": result})  # No run at TARGET_LENGTH tokens.
     decoding.plot({"rel64": result}, str(tmp_path / "decoding.png"))
     assert os.listdir(tmp_path) == ["decoding.png"]
