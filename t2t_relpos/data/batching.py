@@ -90,9 +90,9 @@ def example_length(example):
 
 
 # Examples bucketed together in one vectorised pass. tf.data's group_by_window (bucket_by_sequence_length)
-# runs a function per example and builds a small dataset per batch: on WMT-like text that sequential work
-# capped a whole pipeline near 200k target tokens/s (benchmarks/input_pipeline.py). Here examples arrive as
-# ragged chunks (`ragged_batch`) and a chunk's bucketing is a handful of vectorised ops.
+# runs a function per example and builds a small dataset per batch, sequential work that capped a pipeline at
+# about 600k target tokens/s of WMT-like text per core; bucketing ragged chunks (`ragged_batch`) with a few
+# vectorised ops per chunk runs at about 950k (benchmarks/input_pipeline.py, the "tail" rows).
 CHUNK_EXAMPLES = 4096
 
 
