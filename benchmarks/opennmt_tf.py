@@ -1,11 +1,12 @@
 """Training throughput against OpenNMT-tf 2.32: the same model, data and batches, one CPU core each.
 
     .venv/bin/python benchmarks/opennmt_tf.py [--shape tiny|base] [--positions relative,sinusoid] [--steps N]
-        [--reps 2] [--write]
+        [--reps N] [--write]
 
 What runs. For each position encoding, this package's `t2t-relpos-trainer` (hparams sets `transformer_cpu_rel` /
-`transformer_cpu` at --shape tiny: 2+2 layers, d_model 64, 4 heads, FFN 256; `transformer_base_rel` /
-`transformer_base` at --shape base: 6+6 layers, d_model 512, 8 heads, FFN 1024) and OpenNMT-tf's `onmt-main
+`transformer_cpu` at --shape tiny, 1500 steps: 2+2 layers, d_model 64, 4 heads, FFN 256; `transformer_base_rel` /
+`transformer_base` at --shape base, 200 steps: 6+6 layers, d_model 512, 8 heads, FFN 1024, with the tiny shape's
+2048-token batches instead of the sets' 4096) and OpenNMT-tf's `onmt-main
 train` with a custom `--model` file written from the same hparams (layers, widths, dropouts, post-norm, shared
 source/target/softmax embeddings, no attention or softmax biases, Shaw relative positions with the same clipping
 distance or sinusoid positions, label smoothing, Adam(0.9, 0.98, 1e-9), the Noam schedule with the same scale and
@@ -67,7 +68,10 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 OPENNMT_PACKAGES = ("tensorflow==2.13.1", "OpenNMT-tf==2.32.0")
 SHAPES = {"tiny": {"relative": "transformer_cpu_rel", "sinusoid": "transformer_cpu"},
           "base": {"relative": "transformer_base_rel", "sinusoid": "transformer_base"}}
-DEFAULT_STEPS = {"tiny": 1500, "base": 200}
+# Per shape: steps and pairs of runs by default, and overrides of our sets. The base sets' own batches are 4096
+# tokens; the base shape keeps the tiny shape's 2048-token batches (the same batches, half the time per step).
+SHAPE_DEFAULTS = {"tiny": {"steps": 1500, "reps": 2, "hparams": {}},
+                  "base": {"steps": 200, "reps": 1, "hparams": {"batch_size": "2048"}}}
 # Our buckets made those of OpenNMT-tf's `length_bucket_width: 1`: one per length, budget // length rows.
 SAME_BUCKETS = "min_length_bucket=1,length_bucket_step=1.001"
 SHUFFLE_BUFFER = 1024  # Our pipeline's training shuffle buffer (t2t_relpos.data.pipeline.DEFAULT_SHUFFLE_BUFFER).
@@ -375,9 +379,19 @@ def measure(run, steps, warmup_steps):
             "wall_total": run["wall_total"], "window": (first["step"], last["step"])}
 
 
+def our_overrides(args):
+    """The hparams overrides of our runs: the shape's, exact-length buckets (--buckets same), then --hparams."""
+    given = dict(item.split("=", 1) for item in args.hparams.split(",") if item)
+    overrides = dict(SHAPE_DEFAULTS[args.shape]["hparams"])
+    if args.buckets == "same":
+        overrides.update(item.split("=", 1) for item in SAME_BUCKETS.split(","))
+    overrides.update(given)
+    return ",".join(f"{name}={value}" for name, value in overrides.items())
+
+
 def commands(args, hp, positions, data_dir, files, run_dir, venv):
     """{toolkit: (command, environment, model file text)} for one pair of runs into `run_dir`."""
-    overrides = ",".join(o for o in (SAME_BUCKETS if args.buckets == "same" else "", args.hparams) if o)
+    overrides = our_overrides(args)
     ours = [sys.executable, "-c", OURS_WRAPPER, str(args.log_every), "--problem=translate_local",
             f"--hparams_set={hp['hparams_set']}", f"--data_dir={data_dir}",
             f"--output_dir={os.path.join(run_dir, 'ours')}", f"--train_steps={args.steps}",
@@ -423,8 +437,7 @@ def benchmark(args, venv):
     budget = None
     for positions in args.positions:
         name = SHAPES[args.shape][positions]
-        overrides = ",".join(o for o in (SAME_BUCKETS if args.buckets == "same" else "", args.hparams) if o)
-        hp = dict(hparams_values(name, overrides), hparams_set=name)
+        hp = dict(hparams_values(name, our_overrides(args)), hparams_set=name)
         check_mappable(hp)
         budget = hp["batch_size"]
         runs[positions] = {"hp": hp, "results": []}
@@ -476,7 +489,7 @@ def format_table(runs):
                          f"{statistics.median(v['cpu_total'] for v in values):,.0f}",
                          spread(ratios, "{:.2f}x") if toolkit == "ours" else "",
                          spread(whole, "{:.2f}x") if toolkit == "ours" else ""])
-    headers = ["positions", "trainer", "tokens / CPU-s, training steps", "tokens / CPU-s, whole run", "tokens / s",
+    headers = ["positions", "trainer", "tokens / CPU-s, training steps", "tokens / CPU-s, whole run", "tokens / wall s",
                "tokens / step", "CPU s", "ours / OpenNMT-tf", "ours / OpenNMT-tf, whole run"]
     return common.markdown_table(headers, rows, align="ll" + "r" * 7)
 
@@ -502,8 +515,8 @@ steps, seed 1. Each trainer runs in its own process on one core with one TensorF
 same time, then with the cores swapped: {runs_each} runs per trainer and encoding. Tokens are the non-padding
 source + target tokens the trainers consumed (EOS included on both sides), counted from the batches' per-step
 counts. "Training steps" covers steps {window[0]}-{window[1]} (CPU time of the process, all threads); "whole
-run" divides all tokens by the process's CPU seconds, start-up, data loading and checkpoints included; tokens / s
-is wall time over the same steps. Median (range) over the runs; the ratios pair runs made at the same time.
+run" divides all tokens by the process's CPU seconds, start-up, data loading and checkpoints included; tokens /
+wall s is over the same steps as the first column. Median (range) over the runs; the ratios pair runs made at the same time.
 
 {format_table(runs)}
 
@@ -517,8 +530,8 @@ What still differs between the two runs:
 
 {differences(args, runs)}
 
-Commands (first run of each pair; the wrappers print the token counts and call the console entry points,
-see the script):
+Commands (the first pair of each encoding; each trainer runs through a wrapper that calls its console entry
+point and prints the token counts, see the script):
 
 {commands_text}
 """
@@ -576,11 +589,12 @@ def main():
                         "default: --steps / 30).")
     parser.add_argument("--warmup_steps", type=int, default=None, help="Steps left out of the training-steps "
                         "figure (default: a tenth of --steps).")
-    parser.add_argument("--reps", type=int, default=2, help="Pairs of runs (cores swapped) per encoding.")
+    parser.add_argument("--reps", type=int, default=None, help="Pairs of runs (cores swapped) per encoding "
+                        "(default: 2 tiny, 1 base).")
     parser.add_argument("--buckets", choices=("same", "ours"), default="same",
                         help="same: ours use OpenNMT-tf's width-1 buckets; ours: keep the set's geometric buckets.")
-    parser.add_argument("--hparams", default="", help="Extra overrides for our sets (also given to OpenNMT-tf's "
-                        "twin where they map), e.g. heads_share_relative_embeddings=true.")
+    parser.add_argument("--hparams", default="", help="Extra overrides for our sets (the OpenNMT-tf twin is "
+                        "written from the result), e.g. heads_share_relative_embeddings=true or batch_size=4096.")
     parser.add_argument("--opennmt_venv", default=os.path.join(_HERE, "runs", "opennmt_venv"))
     parser.add_argument("--no_build", action="store_true", help="Do not build the OpenNMT-tf environment if absent.")
     parser.add_argument("--python311", default="python3.11", help="Interpreter to build the environment with.")
@@ -592,7 +606,8 @@ def main():
     args.positions = [p for p in args.positions.split(",") if p]
     if set(args.positions) - {"relative", "sinusoid"}:
         parser.error("--positions takes relative and/or sinusoid")
-    args.steps = args.steps or DEFAULT_STEPS[args.shape]
+    args.steps = args.steps or SHAPE_DEFAULTS[args.shape]["steps"]
+    args.reps = args.reps or SHAPE_DEFAULTS[args.shape]["reps"]
     args.log_every = args.log_every or max(1, args.steps // 30)
     if args.steps % args.log_every:
         parser.error("--log_every must divide --steps")
