@@ -152,8 +152,9 @@ def opennmt_versions(venv):
     python = os.path.join(venv, "bin", "python")
     if not os.path.isfile(python):
         return None
-    proc = subprocess.run([python, "-c", "import opennmt, tensorflow as tf; print(opennmt.__version__, tf.__version__)"],
-                          capture_output=True, text=True, check=False, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    code = "import opennmt, tensorflow as tf; print(opennmt.__version__, tf.__version__)"
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     words = proc.stdout.split()
     return tuple(words[-2:]) if proc.returncode == 0 and len(words) >= 2 else None
 
@@ -501,6 +502,8 @@ def report(args, runs, stats, versions, log, seconds):
     commands_text = "\n".join(f"    {line}" for line in log)
     plan = next(iter(runs.values()))["plan"]
     model_text = "\n".join("    " + line for line in plan["model_text"].splitlines())
+    embeddings = ("source, target and softmax embeddings shared" if hp["shared_embedding_and_softmax_weights"]
+                  else "no shared embeddings")
     buckets = ("width 1 on both sides (ours with `" + SAME_BUCKETS + "`)" if args.buckets == "same" else
                "ours geometric (the set's), OpenNMT-tf width 1")
     return f"""## Training throughput: the package against OpenNMT-tf {versions[0]}
@@ -509,14 +512,15 @@ def report(args, runs, stats, versions, log, seconds):
 Machine: {common.machine_description()}; OpenNMT-tf {versions[0]} on TensorFlow {versions[1]}.
 
 Multi30k English->German training pairs ({stats['pairs']:,}), shared SentencePiece vocabulary of {args.vocab_size}
-pieces; {hp['num_encoder_layers']}+{hp['num_decoder_layers']} layers, d_model {hp['hidden_size']}, {hp['num_heads']} heads,
-FFN {hp['filter_size']}, post-norm, shared embeddings, {hp['batch_size']}-token batches (buckets: {buckets}), {args.steps}
-steps, seed 1. Each trainer runs in its own process on one core with one TensorFlow thread; the two run at the
-same time, then with the cores swapped: {runs_each} runs per trainer and encoding. Tokens are the non-padding
-source + target tokens the trainers consumed (EOS included on both sides), counted from the batches' per-step
-counts. "Training steps" covers steps {window[0]}-{window[1]} (CPU time of the process, all threads); "whole
+pieces; {hp['num_encoder_layers']}+{hp['num_decoder_layers']} layers, d_model {hp['hidden_size']},
+{hp['num_heads']} heads, FFN {hp['filter_size']}, {hp['norm_position']}-norm, {embeddings}, {hp['batch_size']}-token
+batches (buckets: {buckets}), {args.steps} steps, seed 1. Each trainer runs in its own process on one core
+with one TensorFlow thread; the two run at the same time, then with the cores swapped: {runs_each} runs per
+trainer and encoding. Tokens are the non-padding source + target tokens the trainers consumed (EOS included
+on both sides), counted from the batches' per-step counts. "Training steps" covers steps {window[0]}-{window[1]} (CPU time of the process, all threads); "whole
 run" divides all tokens by the process's CPU seconds, start-up, data loading and checkpoints included; tokens /
-wall s is over the same steps as the first column. Median (range) over the runs; the ratios pair runs made at the same time.
+wall s is over the same steps as the first column. Median (range) over the runs; the ratios pair runs made at
+the same time.
 
 {format_table(runs)}
 
