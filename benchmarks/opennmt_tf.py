@@ -519,8 +519,8 @@ with one TensorFlow thread; the two run at the same time, then with the cores sw
 trainer and encoding. Tokens are the non-padding source + target tokens the trainers consumed (EOS included
 on both sides), counted from the batches' per-step counts. "Training steps" covers steps
 {window[0]}-{window[1]} (CPU time of the process, all threads); "whole run" divides all tokens by the
-process's CPU seconds, start-up, data loading and checkpoints included; tokens / wall s is over the same steps as the first column. Median (range) over the runs; the ratios pair runs made at
-the same time.
+process's CPU seconds, start-up, data loading and checkpoints included; tokens / wall s is over the same
+steps as the first column. Median (range) over the runs; the ratios pair runs made at the same time.
 
 {format_table(runs)}
 
