@@ -1,0 +1,16 @@
+"""benchmarks/opennmt_tf.py skips cleanly, in one line and without building anything, when the data is absent."""
+
+import os
+import subprocess
+import sys
+
+_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "opennmt_tf.py")
+
+
+def test_skips_cleanly_without_the_data(tmp_path):
+    result = subprocess.run([sys.executable, _PATH, f"--multi30k={tmp_path}", f"--work_dir={tmp_path / 'w'}",
+                             f"--opennmt_venv={tmp_path / 'venv'}"], capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("\n") == 1 and "skipped" in result.stdout and "train.en.gz" in result.stdout
+    assert not os.path.exists(tmp_path / "w") and not os.path.exists(tmp_path / "venv")
