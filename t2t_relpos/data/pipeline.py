@@ -60,16 +60,16 @@ def batches_of(examples, hparams, training, seed=None, shard_index=0, shuffle_bu
     Args are those of `input_dataset`; `max_eval_length` is the problem's longest eval sequence, if known.
     """
     max_length = hparams.max_length if hparams.max_length > 0 else hparams.batch_size
+    shard_seed = _shuffle_seed(seed, shard_index)  # Seeds the example shuffle and the batches' order.
     if training:
         if shuffle_buffer > 1:
-            examples = examples.shuffle(shuffle_buffer, seed=_shuffle_seed(seed, shard_index))
+            examples = examples.shuffle(shuffle_buffer, seed=shard_seed)
     else:
         max_length = max(max_length, max_eval_length or EVAL_FALLBACK_MAX_LENGTH)
     batches = batching.batch_examples(
         examples, hparams.batch_size, max_length, min_length=hparams.min_length_bucket,
         length_bucket_step=hparams.length_bucket_step, drop_long=training,
-        pad_to_bucket_boundary=pad_to_bucket_boundary, shuffle_batches=training,
-        seed=_shuffle_seed(seed, shard_index))
+        pad_to_bucket_boundary=pad_to_bucket_boundary, shuffle_batches=training, seed=shard_seed)
     options = tf.data.Options()
     # Order is part of reproducibility; only an unseeded training stream may trade it for speed.
     options.deterministic = not training or seed is not None
