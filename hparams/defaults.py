@@ -12,6 +12,7 @@ CHOICES = {
     "recurrence_type": ("basic", "act"),
     "transition_type": ("ffn", "sepconv"),
     "step_timing_signal_type": ("sinusoid", "learned"),
+    "classifier_readout": ("mean", "first", "last"),
 }
 
 
@@ -75,4 +76,8 @@ def default_hparams():
         act_halting_bias_init=1.0,
         act_loss_weight=0.01,
         step_timing_signal_type="sinusoid",  # The paper's; tensor2tensor's UT sets use "learned".
+        # -- Encoder-only classifiers (bAbI) ----------------------------------------------------------------
+        # What the class is read from: "mean" of the non-padding positions (tensor2tensor's class-label top),
+        # the "first" (the question, in bAbI's concat layout) or the "last" (the question, in the facts layout).
+        classifier_readout="mean",
     )

@@ -5,8 +5,9 @@
 
 Both take token ids, or, with `fact_width` (bAbI's facts layout), fixed-width sentences that `FactEmbedding`
 turns into one position each. Positions are sinusoidal, relative, both or none, as in the seq2seq models. The
-answer is read from the mean of the encoder's output over its non-padding positions (tensor2tensor's
-class-label output) through a dense layer.
+answer is read through a dense layer from the encoder's output: its mean over the non-padding positions
+(`classifier_readout="mean"`, tensor2tensor's class-label output), or its first or last non-padding position
+(`"first"` / `"last"`: where bAbI's concat / facts layouts put the question).
 """
 
 import keras
@@ -24,8 +25,9 @@ ENCODER_HPARAMS = (
     "hidden_size", "filter_size", "num_heads", "num_encoder_layers", "attention_key_channels",
     "attention_value_channels", "norm_position", "norm_epsilon", "position_encoding", "max_relative_position",
     "relative_keys", "relative_values", "heads_share_relative_embeddings", "layer_prepostprocess_dropout",
-    "attention_dropout", "relu_dropout", "initializer_gain",
+    "attention_dropout", "relu_dropout", "initializer_gain", "classifier_readout",
 )
+READOUTS = ("mean", "first", "last")
 
 
 @registry.register_model("transformer_encoder")
@@ -37,6 +39,7 @@ class TransformerEncoderClassifier(keras.Model):
         input_vocab_size: Input ids (0 is padding).
         target_vocab_size: Class labels, the reserved ids 0 and 1 included (they are never targets).
         fact_width: 0 reads one token per position; W > 0 reads W-id sentences, one per position.
+        classifier_readout: "mean" (of the non-padding positions), "first" or "last" (non-padding position).
         The rest: the hyperparameters of `ENCODER_HPARAMS` (see `hparams/defaults.py`); `from_hparams` reads
         them from an `HParams`.
 
@@ -63,8 +66,11 @@ class TransformerEncoderClassifier(keras.Model):
                  norm_position="post", norm_epsilon=1e-6, position_encoding="sinusoid", max_relative_position=16,
                  relative_keys=True, relative_values=True, heads_share_relative_embeddings=False,
                  layer_prepostprocess_dropout=0.1, attention_dropout=0.1, relu_dropout=0.1, initializer_gain=1.0,
-                 **kwargs):
+                 classifier_readout="mean", **kwargs):
         super().__init__(**kwargs)
+        if classifier_readout not in READOUTS:
+            raise ValueError(f"classifier_readout must be one of {READOUTS}, got {classifier_readout!r}")
+        self.classifier_readout = classifier_readout
         self.input_vocab_size = input_vocab_size
         self.target_vocab_size = target_vocab_size
         self.fact_width = fact_width
@@ -121,8 +127,17 @@ class TransformerEncoderClassifier(keras.Model):
         return self._classify(*self.encode_with_ponder_times(inputs, training=training)[:2])
 
     def _classify(self, encoded, mask):
-        weights = ops.cast(mask, encoded.dtype)[..., None]
-        pooled = ops.sum(encoded * weights, axis=1) / ops.maximum(ops.sum(weights, axis=1), 1.0)
+        if self.classifier_readout == "mean":
+            weights = ops.cast(mask, encoded.dtype)[..., None]
+            pooled = ops.sum(encoded * weights, axis=1) / ops.maximum(ops.sum(weights, axis=1), 1.0)
+        else:
+            # The first / last True of each row (row 0's position when a row is all padding).
+            positions = ops.arange(ops.shape(mask)[1], dtype="int32")[None, :]
+            if self.classifier_readout == "first":
+                index = ops.argmin(ops.where(mask, positions, ops.shape(mask)[1]), axis=1)
+            else:
+                index = ops.argmax(ops.where(mask, positions, -1), axis=1)
+            pooled = ops.take_along_axis(encoded, ops.cast(index, "int32")[:, None, None], axis=1)[:, 0]
         return ops.cast(self.classifier(pooled), "float32")
 
     def call(self, features, training=None, return_details=False):
@@ -143,7 +158,7 @@ class TransformerEncoderClassifier(keras.Model):
     def get_config(self):
         config = super().get_config()
         config.update({"input_vocab_size": self.input_vocab_size, "target_vocab_size": self.target_vocab_size,
-                       "fact_width": self.fact_width})
+                       "fact_width": self.fact_width, "classifier_readout": self.classifier_readout})
         config.update(self.architecture)
         return config
 
