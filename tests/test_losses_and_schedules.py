@@ -65,6 +65,57 @@ def test_metrics():
                                (math.log(0.1) + math.log(0.6) + math.log(0.6) + math.log(0.3)) / 4, rtol=1e-5)
 
 
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_the_loss_gradient_is_softmax_minus_the_smoothed_targets(eps):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    logits, targets = hand_made()
+    logits = logits * np.float32(1.7) + np.random.default_rng(0).normal(size=logits.shape).astype("float32")
+    logits_tensor = tf.constant(logits)
+    with tf.GradientTape() as tape:
+        tape.watch(logits_tensor)
+        total, _ = losses.smoothed_cross_entropy(logits_tensor, targets, label_smoothing=eps)
+    grad = tape.gradient(total, logits_tensor).numpy()
+    vocab = logits.shape[-1]
+    q = np.full(logits.shape, eps / (vocab - 1))
+    np.put_along_axis(q, targets[..., None], 1 - eps, axis=-1)
+    want = (_softmax(logits) - q) * (targets != 0)[..., None]
+    np.testing.assert_allclose(grad, want, atol=1e-6)
+
+
+def test_one_pass_loss_and_accuracy_match_the_separate_ones_and_ties_go_to_the_first_class():
+    logits, targets = hand_made()
+    total, correct, count = losses.cross_entropy_and_accuracy(logits, targets, 0.1)
+    np.testing.assert_allclose(float(total), float(losses.smoothed_cross_entropy(logits, targets, 0.1)[0]), rtol=1e-6)
+    assert (float(correct), float(count)) == (2.0, 4.0)
+    tied = np.array([[[1.0, 3.0, 3.0, 0.0], [1.0, 3.0, 3.0, 0.0]]], "float32")
+    assert float(losses.token_accuracy(tied, np.array([[1, 2]]))[0]) == 1.0  # argmax is 1, as np.argmax says.
+
+
+def test_the_training_loss_neither_scatters_into_nor_argmaxes_the_logits():
+    """Its gradient is written in one fused pass, not as a gather's scatter into a zero [B, T, V] tensor, and
+    accuracy comes from the same pass (a graph-mode argmax over the logits cost as much as the loss)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    logits, targets = hand_made()
+    @tf.function
+    def step():
+        logits_tensor = tf.constant(logits)
+        with tf.GradientTape() as tape:
+            tape.watch(logits_tensor)
+            total, correct, _ = losses.cross_entropy_and_accuracy(logits_tensor, targets, 0.1)
+        return tape.gradient(total, logits_tensor), correct
+
+    graph = step.get_concrete_function().graph
+    kinds = {op.type for op in graph.get_operations()}
+    assert not kinds & {"UnsortedSegmentSum", "ScatterNd", "TensorScatterAdd", "ArgMax", "LogSoftmax"}, kinds
+
+
 def test_noam_schedule_values():
     schedule = schedules.NoamSchedule(hidden_size=512, multiplier=1.0, warmup_steps=4000)
     value = lambda step: float(schedule(step - 1))  # Optimizer iteration k is update number k + 1.

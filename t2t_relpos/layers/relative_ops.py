@@ -27,21 +27,7 @@ row total and at most once more for one edge, gathering only the `2k - 1` band e
 import keras
 from keras import ops
 
-
-def _fused(fn):
-    """`fn` compiled by XLA on the TensorFlow backend: one pass over memory instead of one per op.
-
-    TensorFlow's kernels write every intermediate: a lookup gathers (or transposes) a whole `[B, H, Tq, Tk]`
-    tensor, and adding it to the logits reads and writes it again. XLA fuses the index arithmetic, the gather
-    and the addition into one loop. JAX compiles everything with XLA already, so other backends call `fn`
-    as it is. Shapes stay dynamic in the trace (`reduce_retracing`); XLA compiles once per concrete shape
-    (tens of milliseconds on a CPU; a trainer with length buckets pays it once per bucket).
-    """
-    if keras.backend.backend() != "tensorflow":
-        return fn
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    return tf.function(fn, jit_compile=True, reduce_retracing=True)
+from t2t_relpos.layers.fused import fused as _fused
 
 
 def _read_flat(x, index):

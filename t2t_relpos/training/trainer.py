@@ -154,14 +154,13 @@ class Trainer:
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             details = self.model(batch, training=True, return_details=True)
-            loss_sum, tokens = losses.smoothed_cross_entropy(details["logits"], batch["targets"],
-                                                             self.hparams.label_smoothing)
+            loss_sum, correct, tokens = losses.cross_entropy_and_accuracy(
+                details["logits"], batch["targets"], self.hparams.label_smoothing)
             auxiliary = tf.add_n(list(details["losses"].values())) if details["losses"] else 0.0
             objective = (loss_sum + auxiliary * tokens) / denominator
             if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
                 objective = self.optimizer.scale_loss(objective)
         grads = tape.gradient(objective, variables)
-        correct, _ = losses.token_accuracy(details["logits"], batch["targets"])
         stats = {"loss_sum": loss_sum, "tokens": tokens, "correct": correct,
                  "source_tokens": tf.reduce_sum(tf.cast(tf.not_equal(batch["inputs"], 0), tf.float32))}
         for name, value in {**details["losses"], **details["summaries"]}.items():
