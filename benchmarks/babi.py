@@ -53,13 +53,19 @@ def run_one(hparams_set, layout, seed, args):
             return previous
     threads = 1 if args.jobs > 1 else 0
     problem = f"babi_qa_{layout}_all_tasks_{args.subset}"
+    # The sets read the answer at the last position, the question of the facts layout; concat puts it first.
+    readout = ["--hparams=classifier_readout=first"] if layout == "concat" else []
     began = time.perf_counter()
     trained = common.run_cli(
-        "trainer", f"--problem={problem}", f"--hparams_set={hparams_set}", f"--data_dir={args.data_dir}",
+        "trainer", f"--problem={problem}", f"--hparams_set={hparams_set}", *readout, f"--data_dir={args.data_dir}",
         f"--output_dir={run_dir}", f"--train_steps={args.train_steps}", "--eval_steps=20",
         f"--checkpoint_every={args.checkpoint_every}", "--log_every=500", f"--seed={seed}", log=log, threads=threads)
+    with open(os.path.join(run_dir, "hparams.json"), encoding="utf-8") as f:
+        stored = json.load(f)
+    stored = stored.get("hparams", stored)
     result = {"train_steps": args.train_steps, "hparams_set": hparams_set, "layout": layout, "seed": seed,
-              "train_seconds": time.perf_counter() - began}
+              "train_seconds": time.perf_counter() - began,
+              "readout": stored.get("classifier_readout", "mean"), "batch_size": stored.get("batch_size")}
     ponder = PONDER.findall(trained)
     result["ponder_time"] = float(ponder[-1]) if ponder else None
     for split in ("eval", "test"):
@@ -111,6 +117,8 @@ def report(results, args, seconds):
     rows.append(["mean ponder time (eval)"] + [
         "" if r.get("ponder_time") is None else f"{r['ponder_time']:.2f}" for r in best.values()])
     rows.append(["training minutes"] + [f"{r['train_seconds'] / 60:.0f}" for r in best.values()])
+    rows.append(["answer read from"] + [r.get("readout", "mean") for r in best.values()])
+    rows.append(["input ids per batch"] + [str(r.get("batch_size", "")) for r in best.values()])
     paper = PAPER[args.subset]
     paper_rows = [[name, f"{error:.2f}", str(failed)] for name, (error, failed) in paper.items()]
     return "\n".join([

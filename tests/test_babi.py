@@ -161,6 +161,9 @@ def test_fact_embedding_matches_numpy_reference():
     ("transformer_encoder", {"position_encoding": "relative", "fact_width": 4}),
     ("universal_transformer_encoder", {"recurrence_type": "act", "act_max_steps": 3, "fact_width": 4}),
     ("universal_transformer_encoder", {"position_encoding": "sinusoid"}),
+    ("universal_transformer_encoder", {"recurrence_type": "act", "act_max_steps": 3, "fact_width": 4,
+                                       "position_encoding": "relative", "classifier_readout": "last"}),
+    ("transformer_encoder", {"classifier_readout": "first"}),
 ])
 def test_encoder_classifiers_are_padding_invariant(model_name, extra):
     import keras  # pylint: disable=import-outside-toplevel
@@ -184,6 +187,26 @@ def test_encoder_classifiers_are_padding_invariant(model_name, extra):
         times = keras.ops.convert_to_numpy(details["ponder_times"]["encoder"])
         assert times.shape == (2, 3) and (times[:, :2][[0, 1], [1, 0]] > 0).all() and times[1, 1:].sum() == 0
         assert "act_loss" in details["losses"]
+
+
+@pytest.mark.parametrize("readout", ["mean", "first", "last"])
+def test_the_classifier_reads_the_mean_or_the_first_or_last_non_padding_position(readout):
+    import keras  # pylint: disable=import-outside-toplevel
+
+    model = registry.model("transformer_encoder")(13, 7, hidden_size=16, filter_size=32, num_heads=2,
+                                                  num_encoder_layers=1, fact_width=4, classifier_readout=readout)
+    ids = np.array([[5, 6, 7, 0, 8, 9, 0, 0, 10, 0, 0, 0, 1, 0, 0, 0], [3, 4, 0, 0, 1] + [0] * 11])
+    encoded, mask, _ = model.encode_with_ponder_times(ids)
+    encoded, mask = keras.ops.convert_to_numpy(encoded), keras.ops.convert_to_numpy(mask)
+    assert mask.tolist() == [[True, True, True, False], [True, False, False, False]]
+    kernel, bias = (keras.ops.convert_to_numpy(w) for w in model.classifier.weights)
+    pooled = {"mean": np.stack([encoded[0, :3].mean(0), encoded[1, :1].mean(0)]),
+              "first": encoded[:, 0], "last": np.stack([encoded[0, 2], encoded[1, 0]])}[readout]
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model({"inputs": ids}))[:, 0], pooled @ kernel + bias,
+                               rtol=1e-5, atol=1e-5)
+    assert registry.model("transformer_encoder").from_config(model.get_config()).classifier_readout == readout
+    with pytest.raises(ValueError, match="classifier_readout"):
+        registry.model("transformer_encoder")(13, 7, classifier_readout="max")
 
 
 def test_wrong_model_for_the_facts_layout_is_a_clear_error(tmp_path):
