@@ -169,3 +169,21 @@ def test_the_progress_rate_is_tokens_over_time_not_a_median_of_step_rates():
         window.add(stats, seconds)
     # 3000 tokens in 1.2 s; the median of the per-step rates would say 10,000 tokens/s.
     assert window.latest()["tokens_per_second"] == pytest.approx(2500.0)
+
+
+def test_the_step_compiled_with_xla_and_in_mixed_precision_matches_the_graph(tmp_path):
+    """The fused loss (a custom gradient around XLA kernels) inside `--jit_compile`'s compiled step and under
+    `--mixed_precision=mixed_bfloat16` (bfloat16 logits): one step, then the same evaluation as the graph's."""
+    metrics = {}
+    for way, options in [("graph", {}), ("xla", {"jit_compile": True}),
+                         ("bf16", {"mixed_precision": "mixed_bfloat16"})]:
+        problem = algorithmic.AlgorithmicReverseDecimal40(train_length=8, eval_length=8, num_eval_examples=32)
+        hparams = registry.hparams("transformer_cpu_rel")
+        hparams.parse("batch_size=256,hidden_size=16,filter_size=32,num_heads=2,layer_prepostprocess_dropout=0.0,"
+                      "attention_dropout=0.0,relu_dropout=0.0")
+        trainer = trainer_lib.Trainer(problem, hparams, str(tmp_path / way), seed=1, checkpoint_every=100,
+                                      eval_every=0, eval_steps=1, verbose=False, **options)
+        metrics[way] = trainer.train(1)
+    assert metrics["xla"]["loss"] == pytest.approx(metrics["graph"]["loss"], abs=1e-4)
+    assert metrics["bf16"]["loss"] == pytest.approx(metrics["graph"]["loss"], abs=0.05)
+    assert metrics["xla"]["accuracy"] == metrics["graph"]["accuracy"]
