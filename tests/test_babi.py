@@ -196,14 +196,14 @@ def test_the_classifier_reads_the_mean_or_the_first_or_last_non_padding_position
     model = registry.model("transformer_encoder")(13, 7, hidden_size=16, filter_size=32, num_heads=2,
                                                   num_encoder_layers=1, fact_width=4, classifier_readout=readout)
     ids = np.array([[5, 6, 7, 0, 8, 9, 0, 0, 10, 0, 0, 0, 1, 0, 0, 0], [3, 4, 0, 0, 1] + [0] * 11])
+    logits = keras.ops.convert_to_numpy(model({"inputs": ids}))[:, 0]  # Builds the classifier too.
     encoded, mask, _ = model.encode_with_ponder_times(ids)
     encoded, mask = keras.ops.convert_to_numpy(encoded), keras.ops.convert_to_numpy(mask)
     assert mask.tolist() == [[True, True, True, False], [True, False, False, False]]
     kernel, bias = (keras.ops.convert_to_numpy(w) for w in model.classifier.weights)
     pooled = {"mean": np.stack([encoded[0, :3].mean(0), encoded[1, :1].mean(0)]),
               "first": encoded[:, 0], "last": np.stack([encoded[0, 2], encoded[1, 0]])}[readout]
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(model({"inputs": ids}))[:, 0], pooled @ kernel + bias,
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(logits, pooled @ kernel + bias, rtol=1e-5, atol=1e-5)
     assert registry.model("transformer_encoder").from_config(model.get_config()).classifier_readout == readout
     with pytest.raises(ValueError, match="classifier_readout"):
         registry.model("transformer_encoder")(13, 7, classifier_readout="max")
