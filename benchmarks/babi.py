@@ -10,7 +10,8 @@ validation and the test questions and reports the error of every task. Per model
 validation error is kept, as the paper picked the best of 10 runs on validation; its test errors are reported
 with the mean, the failed tasks (error > 5%) and the paper's row. Runs live in `--work_dir` and resume: a run
 whose checkpoint has reached `--train_steps` is only decoded again if its results are missing, so raising
-`--train_steps` continues every run where it stopped. `--ponder_plot` draws the ponder time per fact of the
+`--train_steps` continues every run where it stopped; the table picks the best seed over every run of a model
+in `--work_dir` at those steps, those of earlier invocations included. `--ponder_plot` draws the ponder time per fact of the
 first qa3 test story for the adaptive models (the paper's Figure 3). Without the data the script says where to
 put it and exits.
 """
@@ -56,15 +57,19 @@ def run_one(hparams_set, layout, seed, args):
     # The sets read the answer at the last position, the question of the facts layout; concat puts it first.
     readout = ["--hparams=classifier_readout=first"] if layout == "concat" else []
     began = time.perf_counter()
-    trained = common.run_cli(
-        "trainer", f"--problem={problem}", f"--hparams_set={hparams_set}", *readout, f"--data_dir={args.data_dir}",
-        f"--output_dir={run_dir}", f"--train_steps={args.train_steps}", "--eval_steps=20",
-        f"--checkpoint_every={args.checkpoint_every}", "--log_every=500", f"--seed={seed}", log=log, threads=threads)
+    try:
+        trained = common.run_cli(
+            "trainer", f"--problem={problem}", f"--hparams_set={hparams_set}", *readout,
+            f"--data_dir={args.data_dir}", f"--output_dir={run_dir}", f"--train_steps={args.train_steps}",
+            "--eval_steps=20", f"--checkpoint_every={args.checkpoint_every}", "--log_every=500", f"--seed={seed}",
+            log=log, threads=threads)
+    finally:  # Interrupted or not, the time spent training counts: resumed runs report their total.
+        train_seconds = _add_train_seconds(run_dir, time.perf_counter() - began)
     with open(os.path.join(run_dir, "hparams.json"), encoding="utf-8") as f:
         stored = json.load(f)
     stored = stored.get("hparams", stored)
     result = {"train_steps": args.train_steps, "hparams_set": hparams_set, "layout": layout, "seed": seed,
-              "train_seconds": time.perf_counter() - began,
+              "train_seconds": train_seconds,
               "readout": stored.get("classifier_readout", "mean"), "batch_size": stored.get("batch_size")}
     ponder = PONDER.findall(trained)
     result["ponder_time"] = float(ponder[-1]) if ponder else None
@@ -80,6 +85,32 @@ def run_one(hparams_set, layout, seed, args):
     with open(saved, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
     return result
+
+
+def _add_train_seconds(run_dir, seconds):
+    """Adds `seconds` to the run's training time over all its invocations (file `train_seconds`); the total."""
+    path = os.path.join(run_dir, "train_seconds")
+    total = seconds
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            total += float(f.read())
+    os.makedirs(run_dir, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(f"{total:.1f}\n")
+    return total
+
+
+def finished_runs(args, models):
+    """Results in `--work_dir` of the given (hparams_set, layout) pairs trained to `--train_steps`, any seed."""
+    found = []
+    for name in sorted(os.listdir(args.work_dir)):
+        saved = os.path.join(args.work_dir, name, "result.json")
+        if os.path.exists(saved):
+            with open(saved, encoding="utf-8") as f:
+                result = json.load(f)
+            if (result["hparams_set"], result["layout"]) in models and result["train_steps"] == args.train_steps:
+                found.append(result)
+    return found
 
 
 def ponder_plot(run_dir, args, log, threads):
@@ -166,6 +197,10 @@ def main(argv=None):
             results.append(future.result())
             print(run_name(*run), f"validation {_mean(results[-1]['eval']):.2f}%",
                   f"test {_mean(results[-1]['test']):.2f}%", flush=True)
+    # Seeds trained earlier to the same steps (by another invocation) count too: the best is picked over all.
+    done = {(r["hparams_set"], r["layout"], r["seed"]) for r in results}
+    results += [r for r in finished_runs(args, {run[:2] for run in runs})
+                if (r["hparams_set"], r["layout"], r["seed"]) not in done]
     text = report(results, args, time.perf_counter() - began)
     print(text)
     if args.write:

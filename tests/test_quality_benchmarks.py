@@ -1,6 +1,7 @@
 """The quality benchmarks' parsing and tables (their real runs take hours; see benchmarks/README.md)."""
 
 import importlib.util
+import json
 import os
 import types
 
@@ -16,6 +17,7 @@ def _load(name):
 
 length_generalisation = _load("length_generalisation")
 ablations = _load("ablations")
+babi = _load("babi")
 
 _DECODER_OUTPUT = """char_accuracy = 0.0252  seq_accuracy = 0.0000  (100 sequences)
   reference length   1-10  char_accuracy = 0.2727  seq_accuracy = 0.1000  (3 sequences)
@@ -43,6 +45,21 @@ def test_length_generalisation_report_puts_paper_rows_beside_ours(tmp_path):
                                                              "8.00"]
     # No log for this pair: the log's cells stay empty; the paper's Transformer addition row is 0.07 / 0.00.
     assert [c.strip() for c in table[3].split("|")[3:9]] == ["", "", "", "0.10", "0.00", "0.07 / 0.00"]
+
+
+def test_babi_training_time_adds_up_over_invocations_and_earlier_seeds_count(tmp_path):
+    run_dir = str(tmp_path / "1k" / "set_facts_s1")
+    assert babi._add_train_seconds(run_dir, 100.0) == 100.0  # pylint: disable=protected-access
+    assert babi._add_train_seconds(run_dir, 50.5) == 150.5  # pylint: disable=protected-access
+    for seed, steps in ((1, 800), (2, 800), (3, 400)):
+        run = tmp_path / "1k" / f"set_facts_s{seed}"
+        run.mkdir(exist_ok=True)
+        (run / "result.json").write_text(json.dumps({"hparams_set": "set", "layout": "facts", "seed": seed,
+                                                     "train_steps": steps}))
+    args = types.SimpleNamespace(work_dir=str(tmp_path / "1k"), train_steps=800)
+    # Only runs of the asked models trained to the asked steps: seed 3 stopped at 400 steps.
+    assert [r["seed"] for r in babi.finished_runs(args, {("set", "facts")})] == [1, 2]
+    assert not babi.finished_runs(args, {("set", "concat")})
 
 
 def _result(bleu, loss=2.0, train_s=600.0):
