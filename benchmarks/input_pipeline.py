@@ -8,17 +8,26 @@ written `--copies` times over as the training text of a `translate_local` data d
 `t2t-relpos-datagen` (shuffled TFRecord shards of text, a SentencePiece vocabulary of `--vocab_size`), in
 `--work_dir`. Batching: `--hparams_set`'s token budget and bucket settings.
 
-Stages, each the pipeline up to that point (a stage includes the ones above it):
+Stages, each the pipeline up to that point (a stage includes the ones above it), first from the text shards:
 
 - read: the training records (TFRecord shards, interleaved, repeated), `translate._training_records`;
 - parse: and the records parsed into source and target text, in batches (`shards.parse_pair_batches`);
-- tokenize: and both sides tokenized with SentencePiece, EOS appended: `problem.dataset("train")`;
+- tokenize: and both sides tokenized with SentencePiece, EOS appended: `problem.dataset("train")` on a data
+  directory without ids shards (as prepared before they existed);
 - shuffle: and the shuffle buffer of the pipeline;
-- pipeline: `pipeline.input_dataset`, what the trainer consumes: the above, examples longer than
+- pipeline, tokenizing: `pipeline.input_dataset` on that directory: the above, examples longer than
   `max_length` dropped, bucketed by length, batched to the token budget, prefetched;
-- tail: the sequential part of it alone (`pipeline.batches_of`: shuffle, filter, bucketing, batching), fed
-  from 50,000 tokenized examples held in memory: the most one pipeline can deliver however many cores
-  tokenize for it;
+
+then from the ids shards that `t2t-relpos-datagen` writes once the vocabulary exists (`data.id_shards`):
+
+- read ids: their records; parse ids: and parsed, in batches (`id_shards.parse_id_batches`);
+- examples: `problem.dataset("train")` on the prepared directory, one example at a time;
+- pipeline: `pipeline.input_dataset` on it, what the trainer consumes;
+
+and the sequential part alone:
+
+- tail: `pipeline.batches_of` (shuffle, filter, bucketing, batching), fed from 50,000 examples held in
+  memory: the most one pipeline can deliver however many cores feed it;
 - tail, group_by_window: the same with the batching the pipeline used before 2026-11-23 (a filter, then
   tf.data's `bucket_by_sequence_length`, which runs a function per example and builds a dataset per batch),
   for comparison: the same batches (`tests/test_batching.py` checks it).
@@ -46,7 +55,9 @@ import common  # noqa: E402  pylint: disable=wrong-import-position
 _HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_NEWSTEST = os.path.join(_HERE, "..", "..", "shared", "data", "newstest")
 FILES = ("newstest2013", "newstest2014")
-STAGES = ("read", "parse", "tokenize", "shuffle", "pipeline", "tail", "tail, group_by_window")
+STAGES = ("read", "parse", "tokenize", "shuffle", "pipeline, tokenizing", "read ids", "parse ids", "examples",
+          "pipeline", "tail", "tail, group_by_window")
+BATCH_STAGES = ("pipeline, tokenizing", "pipeline", "tail", "tail, group_by_window")
 # Tokenized examples held in memory for the "tail" stage.
 TAIL_EXAMPLES = 50_000
 # The issue's figure: 8 GPUs at 20-60k target tokens/s each.
@@ -86,17 +97,34 @@ def prepare(args):
     return data_dir
 
 
+def text_only(data_dir):
+    """A view of `data_dir` without its ids shards (symbolic links to the rest): the pipeline tokenizes there."""
+    view = data_dir + "_text_only"
+    os.makedirs(view, exist_ok=True)
+    for name in os.listdir(data_dir):
+        link = os.path.join(view, name)
+        if ".ids" not in name and not os.path.lexists(link):
+            os.symlink(os.path.abspath(os.path.join(data_dir, name)), link)
+    return view
+
+
 def stages(data_dir, hparams_set, seed=1):
     """{stage: dataset} for the STAGES, built from the library's own functions."""
     # pylint: disable=import-outside-toplevel,protected-access
     from t2t_relpos import registry
-    from t2t_relpos.data import pipeline, shards
+    from t2t_relpos.data import id_shards, pipeline, shards
     from t2t_relpos.problems import translate
 
     problem = registry.problem("translate_local")
     hparams = registry.hparams(hparams_set)
+    text_dir = text_only(data_dir)
     paths = shards.shard_paths(data_dir, problem.name, "train", "run t2t-relpos-datagen")
+    ids = id_shards.usable_paths(data_dir, problem.name, "train", id_shards.vocab_digest(problem.vocab_path(data_dir)))
+    if ids is None:
+        raise SystemExit(f"input_pipeline: {data_dir} has no ids shards; delete it and run again")
     records = translate._training_records(paths, seed, 1, 0)
+    id_records = translate._training_records(ids, seed, 1, 0)
+    tokenized = problem.dataset("train", data_dir=text_dir, seed=seed)
     examples = problem.dataset("train", data_dir=data_dir, seed=seed)
     memory = examples.take(TAIL_EXAMPLES).cache()
     drain(memory, TAIL_EXAMPLES)  # A whole pass writes the cache (a partial one would be thrown away).
@@ -104,8 +132,12 @@ def stages(data_dir, hparams_set, seed=1):
     return {
         "read": records,
         "parse": shards.parse_pair_batches(records),
-        "tokenize": examples,
-        "shuffle": examples.shuffle(pipeline.DEFAULT_SHUFFLE_BUFFER, seed=seed),
+        "tokenize": tokenized,
+        "shuffle": tokenized.shuffle(pipeline.DEFAULT_SHUFFLE_BUFFER, seed=seed),
+        "pipeline, tokenizing": pipeline.input_dataset(problem, hparams, "train", data_dir=text_dir, seed=seed),
+        "read ids": id_records,
+        "parse ids": id_shards.parse_id_batches(id_records),
+        "examples": examples,
         "pipeline": pipeline.input_dataset(problem, hparams, "train", data_dir=data_dir, seed=seed),
         "tail": pipeline.batches_of(memory, hparams, training=True, seed=seed),
         "tail, group_by_window": _group_by_window_tail(memory, hparams, seed),
@@ -135,6 +167,9 @@ def drain(dataset, number):
     def count(element):  # (examples, tokens): parsed batches count their rows; records and examples one.
         if isinstance(element, dict) and element["targets"].dtype == tf.string:
             return tf.cast(tf.size(element["targets"]), tf.int64), tf.constant(0, tf.int64)
+        if isinstance(element, dict) and isinstance(element["targets"], tf.RaggedTensor):  # Parsed ids.
+            targets = element["targets"]
+            return targets.nrows(), tf.math.count_nonzero(targets.flat_values, dtype=tf.int64)
         if isinstance(element, dict):
             return tf.constant(1, tf.int64), tf.math.count_nonzero(element["targets"], dtype=tf.int64)
         return tf.constant(1, tf.int64), tf.constant(0, tf.int64)
@@ -192,7 +227,7 @@ def format_table(result):
             wall, cpu = r["elements"] * per_example, r["elements_cpu"] * per_example
             low = high = None
             note = " (examples x tokens per example)"
-        unit = "batches/s" if name in ("pipeline", "tail", "tail, group_by_window") else "examples/s"
+        unit = "batches/s" if name in BATCH_STAGES else "examples/s"
         rows.append([name, f"{r['elements']:,.0f} {unit}", f"{wall:,.0f}{note}",
                      "" if low is None else f"{low:,.0f}-{high:,.0f}", f"{cpu:,.0f}",
                      f"{wall / TARGET_TOKENS_PER_SECOND:.2f}"])

@@ -7,8 +7,13 @@ A subclass says where its raw sentence pairs are (`raw_sources`); the base prepa
   then one vocabulary shared by source and target, `<name>.sentencepiece.model`, trained on a sample of the
   training pairs (deterministic for the seed). It is idempotent: a finished split or vocabulary is kept, an
   interrupted run resumes.
-- `_dataset` reads the shards and maps text to ids inside the tf.data graph with tensorflow-text's
-  SentencePiece op (the same op an exported model uses), appending EOS.
+- then, with the vocabulary, every split once more as ids (`t2t_relpos.data.id_shards`: EOS appended, the
+  same pairs in the same order), so that training does not tokenise: SentencePiece is the most expensive stage
+  of the input pipeline.
+- `_dataset` reads the ids shards when they were written with the vocabulary in `data_dir`; otherwise (data
+  prepared before ids shards existed, or a vocabulary replaced since) it reads the text shards and maps text to
+  ids inside the tf.data graph with tensorflow-text's SentencePiece op (the same op an exported model uses),
+  appending EOS. Both give the same examples in the same order.
 
 Ids: 0 = PAD, 1 = EOS, 2 = UNK (rare: byte fallback spells unknown characters in bytes), no BOS.
 
@@ -135,7 +140,8 @@ class TranslateProblem(problem.Problem):
                                    f"for {chosen}; use another --data_dir or delete its {self.name}* files")
         if record and os.path.isfile(self.vocab_path(data_dir)) and all(
                 shards.load_manifest(data_dir, self.name, split) for split in record["splits"]):
-            print(f"{self.name}: data already prepared in {data_dir}", file=sys.stderr, flush=True)
+            if self._write_ids(data_dir, record["splits"]) == 0:
+                print(f"{self.name}: data already prepared in {data_dir}", file=sys.stderr, flush=True)
             return
         if record:
             settings.update(record["settings"])
@@ -151,6 +157,7 @@ class TranslateProblem(problem.Problem):
             if split in sources:
                 self._write_split(data_dir, split, sources[split], settings)
         self._generate_vocab(data_dir, settings)
+        self._write_ids(data_dir, splits)
         counts = ", ".join(f"{s} {shards.load_manifest(data_dir, self.name, s)['examples']:,}" for s in splits)
         vocab = self.feature_encoders(data_dir)["inputs"].vocab_size
         print(f"{self.name}: prepared in {data_dir}: {counts} pairs; vocabulary of {vocab} pieces",
@@ -187,6 +194,18 @@ class TranslateProblem(problem.Problem):
             f.write(model)
         os.replace(preparation.partial_path(path), path)
 
+    def _write_ids(self, data_dir, splits):
+        """Writes the ids shards of `splits` that are missing for the vocabulary; the examples encoded."""
+        from t2t_relpos.data import id_shards  # pylint: disable=import-outside-toplevel
+
+        digest = id_shards.vocab_digest(self.vocab_path(data_dir))
+        todo = [s for s in splits if id_shards.usable_paths(data_dir, self.name, s, digest) is None]
+        if not todo:
+            return 0
+        print(f"{self.name}: writing the {', '.join(todo)} pairs as ids", file=sys.stderr, flush=True)
+        encode = _encoder(self.feature_encoders(data_dir)["inputs"].graph_tokenizer())
+        return sum(id_shards.write_split(data_dir, self.name, s, encode, digest) for s in todo)
+
     # -- reading -----------------------------------------------------------------------------------------
     def feature_encoders(self, data_dir=None):
         from t2t_relpos.data import sentencepiece_vocab  # pylint: disable=import-outside-toplevel
@@ -205,32 +224,46 @@ class TranslateProblem(problem.Problem):
     def _dataset(self, split, data_dir, seed, num_shards, shard_index):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel  # Listing problems must not load TF.
 
+        from t2t_relpos.data import id_shards  # pylint: disable=import-outside-toplevel
         from t2t_relpos.data import shards  # pylint: disable=import-outside-toplevel
 
-        tokenizer = self.feature_encoders(data_dir)["inputs"].graph_tokenizer()
         record = _read_json(self._record_path(data_dir))
         if record and split not in record["splits"]:
             raise errors.DataError(f"{self.name}: {data_dir} has no {split} data (its raw data had none when it "
                                    "was prepared); add it there and run t2t-relpos-datagen again")
+        encoder = self.feature_encoders(data_dir)["inputs"]
         paths = shards.shard_paths(data_dir, self.name, split, self.datagen_hint(data_dir))
+        ids = id_shards.usable_paths(data_dir, self.name, split, id_shards.vocab_digest(self.vocab_path(data_dir)))
+        # Ids shard i holds text shard i's pairs in order: either list of files gives the same examples.
+        files = paths if ids is None else ids
         if split == "train":
-            records = _training_records(paths, seed, num_shards, shard_index)
+            records = _training_records(files, seed, num_shards, shard_index)
         else:
-            records = tf.data.TFRecordDataset(paths).shard(num_shards, shard_index)
+            records = tf.data.TFRecordDataset(files).shard(num_shards, shard_index)
+        if ids is None:  # Tokenized a batch at a time, in parallel.
+            encoded = shards.parse_pair_batches(records).map(_encoder(encoder.graph_tokenizer()),
+                                                             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        else:
+            encoded = id_shards.parse_id_batches(records)
+        # One example per element again, in order. Unbatched ragged rows are typed as (flat) RaggedTensors; a
+        # map receives them as the plain tensors they are.
+        return encoded.unbatch().map(lambda example: example, num_parallel_calls=tf.data.AUTOTUNE,
+                                     deterministic=True)
 
-        def encode(pairs):  # A batch of text pairs -> ids, EOS appended: ragged [n, (length)] per side.
-            encoded = {}
-            for key in ("inputs", "targets"):
-                ids = tokenizer.tokenize(pairs[key])
-                eos = tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), 1], tf.constant(problem.EOS_ID, ids.dtype)))
-                encoded[key] = tf.concat([ids, eos], axis=1)
-            return encoded
 
-        # Tokenized a batch at a time (in parallel), then one example per element again, in order. Unbatched
-        # ragged rows are typed as (flat) RaggedTensors; a map receives them as the plain tensors they are.
-        examples = shards.parse_pair_batches(records).map(encode, num_parallel_calls=tf.data.AUTOTUNE,
-                                                          deterministic=True).unbatch()
-        return examples.map(lambda example: example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+def _encoder(tokenizer):
+    """A batch of text pairs -> ids with EOS appended, ragged `[n, (length)]` per side."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    def encode(pairs):
+        encoded = {}
+        for key in ("inputs", "targets"):
+            ids = tokenizer.tokenize(pairs[key])
+            eos = tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), 1], tf.constant(problem.EOS_ID, ids.dtype)))
+            encoded[key] = tf.concat([ids, eos], axis=1)
+        return encoded
+
+    return encode
 
 
 def _training_records(paths, seed, num_shards, shard_index, cycle_length=16):

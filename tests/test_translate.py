@@ -227,3 +227,69 @@ def test_tokenizing_in_batches_gives_each_record_its_own_ids_in_order(prepared):
     got = [(tuple(e["inputs"]), tuple(e["targets"]))
            for e in problem.dataset("train", data_dir, seed=3).take(count).as_numpy_iterator()]
     assert got == want
+
+
+def _without_ids(data_dir, copy):
+    """A copy of a prepared data directory as it was before ids shards existed."""
+    import shutil  # pylint: disable=import-outside-toplevel
+
+    shutil.copytree(data_dir, copy)
+    for name in os.listdir(copy):
+        if ".ids" in name:
+            os.remove(os.path.join(copy, name))
+    return str(copy)
+
+
+def test_ids_shards_give_the_examples_and_batches_of_tokenizing_the_text(prepared, tmp_path):
+    from t2t_relpos.data import id_shards, pipeline  # pylint: disable=import-outside-toplevel
+
+    problem, data_dir, _, _ = prepared
+    digest = id_shards.vocab_digest(problem.vocab_path(data_dir))
+    assert len(id_shards.usable_paths(data_dir, problem.name, "train", digest)) == 4
+    text_dir = _without_ids(data_dir, tmp_path / "text")
+    assert id_shards.usable_paths(text_dir, problem.name, "train", digest) is None
+    hparams = registry.hparams("transformer_cpu_rel").parse("batch_size=96,max_length=48")
+
+    def read(directory):
+        out = {}
+        for split, count in (("train", 2 * shards.PARSE_BATCH + 37), ("eval", -1), ("test", -1)):
+            examples = problem.dataset(split, directory, seed=3).take(count).as_numpy_iterator()
+            out[split] = [(tuple(e["inputs"]), tuple(e["targets"])) for e in examples]
+        batches = pipeline.input_dataset(problem, hparams, "train", directory, seed=1).take(12)
+        out["batches"] = [(b["inputs"].numpy().tolist(), b["targets"].numpy().tolist()) for b in batches]
+        return out
+
+    from_ids, from_text = read(data_dir), read(text_dir)
+    assert len(from_ids["train"]) == 2 * shards.PARSE_BATCH + 37 and len(from_ids["test"]) == 11
+    assert from_ids == from_text
+
+
+def test_ids_of_another_vocabulary_are_never_read_and_datagen_replaces_them(prepared, tmp_path, capsys):
+    from t2t_relpos.data import id_shards  # pylint: disable=import-outside-toplevel
+
+    problem, data_dir, raw, _ = prepared
+    copy = _without_ids(data_dir, tmp_path / "data")
+    capsys.readouterr()
+    problem.generate_data(copy, raw)  # Prepared before ids shards existed: datagen adds them.
+    assert "writing the train, eval, test pairs as ids" in capsys.readouterr().err
+    digest = id_shards.vocab_digest(problem.vocab_path(copy))
+    paths = id_shards.usable_paths(copy, problem.name, "train", digest)
+    assert [os.path.basename(p) for p in paths] == [
+        f"translate_local-train-{i:05d}.ids-{digest[:12]}.tfrecord" for i in range(4)]
+    assert id_shards.usable_paths(copy, problem.name, "train", "0" * 64) is None
+
+    # The ids of an earlier vocabulary: their manifest does not match, and their files go when datagen runs.
+    manifest = id_shards.manifest_path(copy, problem.name, "train")
+    with open(manifest, encoding="utf-8") as f:
+        written = json.load(f)
+    stale = os.path.join(copy, "translate_local-train-00000.ids-0123456789ab.tfrecord")
+    with open(stale, "wb") as f:
+        f.write(b"ids of another vocabulary")
+    with open(manifest, "w", encoding="utf-8") as f:
+        json.dump({**written, "vocab_sha256": "0123456789ab" + "0" * 52}, f)
+    assert id_shards.usable_paths(copy, problem.name, "train", digest) is None
+    want = [tuple(e["targets"]) for e in problem.dataset("test", copy).as_numpy_iterator()]
+    problem.generate_data(copy, raw)
+    assert "writing the train pairs as ids" in capsys.readouterr().err
+    assert not os.path.exists(stale) and id_shards.usable_paths(copy, problem.name, "train", digest) == paths
+    assert [tuple(e["targets"]) for e in problem.dataset("test", copy).as_numpy_iterator()] == want

@@ -1,0 +1,129 @@
+"""Pre-tokenised shards: a split's text shards encoded once with one vocabulary, read without tokenising.
+
+Tokenising on the fly is the most expensive stage of the training pipeline (SentencePiece: about 290k target
+tokens per CPU-second on WMT-like text, against about 850k for the sequential tail that buckets and batches;
+benchmarks/README.md, input pipeline), so tensor2tensor's datagen stored ids. Here the text shards stay the
+source of truth (see `data.shards`), and once the vocabulary exists `t2t-relpos-datagen` writes beside them
+
+    name-split-00000.ids-<digest>.tfrecord   tf.train.Examples, int64 features "inputs" and "targets": the ids of
+                                             text shard 00000's pairs, in the same order, EOS appended
+    name-split.ids.json                      the manifest, written last: the vocabulary's digest and the shards
+
+where `<digest>` starts the SHA-256 of the vocabulary file. Shard i holds text shard i's pairs in order, so
+reading the ids gives exactly the examples, in exactly the order, that tokenising the text gives. Ids never
+outlive their vocabulary: a manifest whose digest is not that of the vocabulary file in use is ignored (the
+pipeline tokenises the text instead), and a shard file carries the digest in its name, so an interrupted
+writing resumes only from shards of the same vocabulary.
+"""
+
+import glob
+import hashlib
+import json
+import os
+
+import tensorflow as tf
+
+from t2t_relpos.data import preparation
+from t2t_relpos.data import shards
+
+_FORMAT = 1
+_FEATURES = ("inputs", "targets")
+# Hex digits of the vocabulary digest in a shard's file name.
+_NAME_DIGEST = 12
+
+
+def vocab_digest(vocab_path):
+    """The SHA-256 (hex) of a vocabulary file: what a manifest of ids is checked against."""
+    with open(vocab_path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def manifest_path(data_dir, name, split):
+    return os.path.join(data_dir, f"{name}-{split}.ids.json")
+
+
+def shard_path(text_path, digest):
+    """The ids shard of a text shard `.../name-split-00000.tfrecord`, for the vocabulary of `digest`."""
+    return text_path[:-len(".tfrecord")] + f".ids-{digest[:_NAME_DIGEST]}.tfrecord"
+
+
+def usable_paths(data_dir, name, split, digest):
+    """The ids shards of a split encoded with the vocabulary of `digest`, in text-shard order; None if absent.
+
+    None as well when the ids were written for another vocabulary, for other text shards, or a file is gone:
+    the caller then tokenises the text.
+    """
+    path = manifest_path(data_dir, name, split)
+    text = shards.load_manifest(data_dir, name, split)
+    if text is None or not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        manifest = json.load(f)
+    if manifest.get("format") != _FORMAT or manifest.get("vocab_sha256") != digest:
+        return None
+    if [s["examples"] for s in manifest["shards"]] != [s["examples"] for s in text["shards"]]:
+        return None
+    paths = [os.path.join(data_dir, s["file"]) for s in manifest["shards"]]
+    return paths if all(os.path.isfile(p) for p in paths) else None
+
+
+def write_split(data_dir, name, split, encode, digest):
+    """Encodes every text shard of a finished split, then writes the manifest; resumes an interrupted run.
+
+    Args:
+        data_dir, name, split: Where the text shards are (`data.shards`).
+        encode: A function of a parsed batch `{"inputs": tf.string [n], "targets": tf.string [n]}` to
+            `{"inputs": ragged int [n, (len)], "targets": ...}`: the ids the pipeline would compute.
+        digest: `vocab_digest` of the vocabulary `encode` applies.
+
+    Returns:
+        Examples encoded.
+    """
+    if usable_paths(data_dir, name, split, digest) is not None:
+        return 0
+    for stale in glob.glob(os.path.join(glob.escape(data_dir), f"{name}-{split}-*.ids-*.tfrecord")):
+        if not stale.endswith(f".ids-{digest[:_NAME_DIGEST]}.tfrecord"):
+            os.remove(stale)  # Ids of another vocabulary: never to be read again.
+    text = shards.load_manifest(data_dir, name, split)
+    entries, encoded = [], 0
+    for shard in text["shards"]:
+        source = os.path.join(data_dir, shard["file"])
+        target = shard_path(source, digest)
+        if not os.path.isfile(target):
+            encoded += _write_shard(source, target, encode)
+        entries.append({"file": os.path.basename(target), "examples": shard["examples"]})
+    manifest = {"format": _FORMAT, "vocab_sha256": digest, "examples": text["examples"], "shards": entries}
+    partial = preparation.partial_path(manifest_path(data_dir, name, split))
+    with open(partial, "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+    os.replace(partial, manifest_path(data_dir, name, split))
+    return encoded
+
+
+def _write_shard(source, target, encode):
+    batches = shards.parse_pair_batches(tf.data.TFRecordDataset(source)).map(encode)
+    partial = preparation.partial_path(target)
+    count = 0
+    with tf.io.TFRecordWriter(partial) as writer:
+        for batch in batches:
+            rows = {key: (batch[key].flat_values.numpy().tolist(), batch[key].row_splits.numpy().tolist())
+                    for key in _FEATURES}
+            for i in range(len(rows[_FEATURES[0]][1]) - 1):
+                feature = {key: tf.train.Feature(int64_list=tf.train.Int64List(value=values[splits[i]:splits[i + 1]]))
+                           for key, (values, splits) in rows.items()}
+                writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+                count += 1
+    os.replace(partial, target)
+    return count
+
+
+def parse_id_batches(records, batch_size=shards.PARSE_BATCH):
+    """Serialised ids examples -> batches `{"inputs": int32 ragged [n, (len)], "targets": ...}`, in order."""
+    spec = {key: tf.io.RaggedFeature(tf.int64) for key in _FEATURES}
+
+    def parse(batch):
+        parsed = tf.io.parse_example(batch, spec)
+        return {key: tf.cast(parsed[key], tf.int32) for key in _FEATURES}
+
+    return records.batch(batch_size).map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
