@@ -12,25 +12,25 @@ Stages, each the pipeline up to that point (a stage includes the ones above it),
 
 - read: the training records (TFRecord shards, interleaved, repeated), `translate._training_records`;
 - parse: and the records parsed into source and target text, in batches (`shards.parse_pair_batches`);
-- tokenize: and both sides tokenized with SentencePiece, EOS appended: `problem.dataset("train")` on a data
-  directory without ids shards (as prepared before they existed);
-- shuffle: and the shuffle buffer of the pipeline;
-- pipeline, tokenizing: `pipeline.input_dataset` on that directory: the above, examples longer than
-  `max_length` dropped, bucketed by length, batched to the token budget, prefetched;
+- tokenize: and both sides tokenized with SentencePiece, EOS appended, 4096 pairs at a time:
+  `problem.example_chunks("train")` on a data directory without ids shards (as prepared before they existed);
+- pipeline, tokenizing: `pipeline.input_dataset` on that directory: the above, each chunk shuffled, examples
+  longer than `max_length` dropped, bucketed by length, batched to the token budget, prefetched;
 
 then from the ids shards that `t2t-relpos-datagen` writes once the vocabulary exists (`data.id_shards`):
 
-- read ids: their records; parse ids: and parsed, in batches (`id_shards.parse_id_batches`);
-- examples: `problem.dataset("train")` on the prepared directory, one example at a time;
-- pipeline: `pipeline.input_dataset` on it, what the trainer consumes;
+- read ids: their records; parse ids: and parsed, 4096 at a time: `problem.example_chunks("train")`;
+- pipeline: `pipeline.input_dataset` on the prepared directory, what the trainer consumes;
 
-and the sequential part alone:
+and the sequential part alone, fed from 50,000 examples held in memory (the most one pipeline can deliver
+however many cores feed it):
 
-- tail: `pipeline.batches_of` (shuffle, filter, bucketing, batching), fed from 50,000 examples held in
-  memory: the most one pipeline can deliver however many cores feed it;
-- tail, group_by_window: the same with the batching the pipeline used before 2026-11-23 (a filter, then
-  tf.data's `bucket_by_sequence_length`, which runs a function per example and builds a dataset per batch),
-  for comparison: the same batches (`tests/test_batching.py` checks it).
+- tail: `pipeline.batches_of` on chunks (shuffle within each chunk, filter, bucketing, batching);
+- tail, one example per element: the same on the examples one at a time, as the pipeline ran before
+  2026-11-24 (a shuffle buffer of 1024, then chunks made again with `ragged_batch`);
+- tail, group_by_window: one example per element, with the batching used before 2026-11-23 (a filter, then
+  tf.data's `bucket_by_sequence_length`, which runs a function per example and builds a dataset per batch):
+  the same batches (`tests/test_batching.py` checks it).
 
 Each stage is drained by `Dataset.reduce` (counting examples and non-padding target tokens in the TensorFlow
 runtime, no Python per element) for about `--seconds`; the stages are timed in interleaved repetitions and the
@@ -55,9 +55,9 @@ import common  # noqa: E402  pylint: disable=wrong-import-position
 _HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_NEWSTEST = os.path.join(_HERE, "..", "..", "shared", "data", "newstest")
 FILES = ("newstest2013", "newstest2014")
-STAGES = ("read", "parse", "tokenize", "shuffle", "pipeline, tokenizing", "read ids", "parse ids", "examples",
-          "pipeline", "tail", "tail, group_by_window")
-BATCH_STAGES = ("pipeline, tokenizing", "pipeline", "tail", "tail, group_by_window")
+STAGES = ("read", "parse", "tokenize", "pipeline, tokenizing", "read ids", "parse ids", "pipeline", "tail",
+          "tail, one example per element", "tail, group_by_window")
+BATCH_STAGES = ("pipeline, tokenizing", "pipeline", "tail", "tail, one example per element", "tail, group_by_window")
 # Tokenized examples held in memory for the "tail" stage.
 TAIL_EXAMPLES = 50_000
 # The issue's figure: 8 GPUs at 20-60k target tokens/s each.
@@ -112,7 +112,7 @@ def stages(data_dir, hparams_set, seed=1):
     """{stage: dataset} for the STAGES, built from the library's own functions."""
     # pylint: disable=import-outside-toplevel,protected-access
     from t2t_relpos import registry
-    from t2t_relpos.data import id_shards, pipeline, shards
+    from t2t_relpos.data import batching, id_shards, pipeline, shards
     from t2t_relpos.problems import translate
 
     problem = registry.problem("translate_local")
@@ -124,23 +124,22 @@ def stages(data_dir, hparams_set, seed=1):
         raise SystemExit(f"input_pipeline: {data_dir} has no ids shards; delete it and run again")
     records = translate._training_records(paths, seed, 1, 0)
     id_records = translate._training_records(ids, seed, 1, 0)
-    tokenized = problem.dataset("train", data_dir=text_dir, seed=seed)
-    examples = problem.dataset("train", data_dir=data_dir, seed=seed)
-    memory = examples.take(TAIL_EXAMPLES).cache()
-    drain(memory, TAIL_EXAMPLES)  # A whole pass writes the cache (a partial one would be thrown away).
-    memory = memory.repeat()
+    examples = problem.dataset("train", data_dir=data_dir, seed=seed).take(TAIL_EXAMPLES).cache()
+    chunks = problem.example_chunks("train", data_dir=data_dir, seed=seed)
+    chunks = chunks.take(-(-TAIL_EXAMPLES // batching.CHUNK_EXAMPLES)).cache()
+    for memory in (examples, chunks):  # A whole pass writes a cache (a partial one would be thrown away).
+        drain(memory, TAIL_EXAMPLES)
     return {
         "read": records,
         "parse": shards.parse_pair_batches(records),
-        "tokenize": tokenized,
-        "shuffle": tokenized.shuffle(pipeline.DEFAULT_SHUFFLE_BUFFER, seed=seed),
+        "tokenize": problem.example_chunks("train", data_dir=text_dir, seed=seed),
         "pipeline, tokenizing": pipeline.input_dataset(problem, hparams, "train", data_dir=text_dir, seed=seed),
         "read ids": id_records,
-        "parse ids": id_shards.parse_id_batches(id_records),
-        "examples": examples,
+        "parse ids": problem.example_chunks("train", data_dir=data_dir, seed=seed),
         "pipeline": pipeline.input_dataset(problem, hparams, "train", data_dir=data_dir, seed=seed),
-        "tail": pipeline.batches_of(memory, hparams, training=True, seed=seed),
-        "tail, group_by_window": _group_by_window_tail(memory, hparams, seed),
+        "tail": pipeline.batches_of(chunks.repeat(), hparams, training=True, seed=seed, chunked=True),
+        "tail, one example per element": pipeline.batches_of(examples.repeat(), hparams, training=True, seed=seed),
+        "tail, group_by_window": _group_by_window_tail(examples.repeat(), hparams, seed),
     }, hparams
 
 
@@ -169,7 +168,7 @@ def drain(dataset, number):
             return tf.cast(tf.size(element["targets"]), tf.int64), tf.constant(0, tf.int64)
         if isinstance(element, dict) and isinstance(element["targets"], tf.RaggedTensor):  # Parsed ids.
             targets = element["targets"]
-            return targets.nrows(), tf.math.count_nonzero(targets.flat_values, dtype=tf.int64)
+            return tf.cast(targets.nrows(), tf.int64), tf.math.count_nonzero(targets.flat_values, dtype=tf.int64)
         if isinstance(element, dict):
             return tf.constant(1, tf.int64), tf.math.count_nonzero(element["targets"], dtype=tf.int64)
         return tf.constant(1, tf.int64), tf.constant(0, tf.int64)

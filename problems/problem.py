@@ -230,17 +230,44 @@ class Problem(abc.ABC):
             A `tf.data.Dataset` of `{"inputs": int32 [None], "targets": int32 [None]}`, each sequence ending
             in EOS_ID. The train split repeats forever; eval and test are finite and deterministic.
         """
-        check_split(split)
-        if seed is not None and (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0):
-            raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
-        if not 0 <= shard_index < num_shards:
-            raise ValueError(f"need 0 <= shard_index < num_shards, got shard {shard_index} of {num_shards}")
-        examples = self._dataset(split, data_dir, None if seed is None else int(seed), num_shards, shard_index)
+        seed = _checked(split, seed, num_shards, shard_index)
+        examples = self._dataset(split, data_dir, seed, num_shards, shard_index)
         return _check_element_spec(examples, type(self).__name__)
+
+    def example_chunks(self, split, data_dir=None, seed=None, num_shards=1, shard_index=0):
+        """The examples of `dataset`, many per element, or None if the problem gives them one at a time.
+
+        Problems that parse or tokenize examples in batches return those batches as they are, and the input
+        pipeline buckets them without taking them apart: per element, tf.data costs about as much as parsing.
+
+        Args:
+            As for `dataset`.
+
+        Returns:
+            None, or a `tf.data.Dataset` of `{"inputs": int32 ragged [n, (length)], "targets": ...}` (int64
+            row splits; n varies): the examples `dataset` gives, in the same order for eval and test.
+        """
+        seed = _checked(split, seed, num_shards, shard_index)
+        return self._example_chunks(split, data_dir, seed, num_shards, shard_index)
 
     @abc.abstractmethod
     def _dataset(self, split, data_dir, seed, num_shards, shard_index):
         """What `dataset` returns, after argument checks. Shards must hold distinct data."""
+
+    def _example_chunks(self, split, data_dir, seed, num_shards, shard_index):
+        """What `example_chunks` returns, after argument checks; None: the pipeline batches `dataset`."""
+        del split, data_dir, seed, num_shards, shard_index
+        return None
+
+
+def _checked(split, seed, num_shards, shard_index):
+    """`seed` as an int (or None) after checking the arguments of `Problem.dataset`."""
+    check_split(split)
+    if seed is not None and (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0):
+        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
+    if not 0 <= shard_index < num_shards:
+        raise ValueError(f"need 0 <= shard_index < num_shards, got shard {shard_index} of {num_shards}")
+    return None if seed is None else int(seed)
 
 
 def _check_element_spec(examples, owner):

@@ -33,6 +33,7 @@ from t2t_relpos import errors
 from t2t_relpos.problems import problem
 
 SETTINGS = ("vocab_size", "vocab_sample_pairs", "examples_per_shard", "seed")
+_AUTOTUNE = -1  # tf.data.AUTOTUNE, without importing TensorFlow here.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,8 +223,17 @@ class TranslateProblem(problem.Problem):
         return {"inputs": encoder, "targets": encoder}
 
     def _dataset(self, split, data_dir, seed, num_shards, shard_index):
+        from t2t_relpos.data import shards  # pylint: disable=import-outside-toplevel
+
+        chunks = self._example_chunks(split, data_dir, seed, num_shards, shard_index, shards.PARSE_BATCH)
+        # One example per element, in order. Unbatched ragged rows are typed as (flat) RaggedTensors; a map
+        # receives them as the plain tensors they are.
+        return chunks.unbatch().map(lambda example: example, num_parallel_calls=_AUTOTUNE, deterministic=True)
+
+    def _example_chunks(self, split, data_dir, seed, num_shards, shard_index, chunk_size=None):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel  # Listing problems must not load TF.
 
+        from t2t_relpos.data import batching  # pylint: disable=import-outside-toplevel
         from t2t_relpos.data import id_shards  # pylint: disable=import-outside-toplevel
         from t2t_relpos.data import shards  # pylint: disable=import-outside-toplevel
 
@@ -240,15 +250,12 @@ class TranslateProblem(problem.Problem):
             records = _training_records(files, seed, num_shards, shard_index)
         else:
             records = tf.data.TFRecordDataset(files).shard(num_shards, shard_index)
-        if ids is None:  # Tokenized a batch at a time, in parallel.
-            encoded = shards.parse_pair_batches(records).map(_encoder(encoder.graph_tokenizer()),
-                                                             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        else:
-            encoded = id_shards.parse_id_batches(records)
-        # One example per element again, in order. Unbatched ragged rows are typed as (flat) RaggedTensors; a
-        # map receives them as the plain tensors they are.
-        return encoded.unbatch().map(lambda example: example, num_parallel_calls=tf.data.AUTOTUNE,
-                                     deterministic=True)
+        chunk_size = chunk_size or batching.CHUNK_EXAMPLES
+        if ids is not None:
+            return id_shards.parse_id_batches(records, chunk_size)
+        # Tokenized a chunk at a time, in parallel.
+        return shards.parse_pair_batches(records, chunk_size).map(
+            _encoder(encoder.graph_tokenizer()), num_parallel_calls=_AUTOTUNE, deterministic=True)
 
 
 def _encoder(tokenizer):

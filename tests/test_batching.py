@@ -197,3 +197,25 @@ def test_an_endless_stream_gives_only_full_batches_in_a_seeded_order():
         assert batch["inputs"].shape[0] == scheme.batch_sizes[bucket]
     assert [b["inputs"].tolist() for b in batches] == [b["inputs"].tolist() for b in run(7)]
     assert [b["inputs"].tolist() for b in batches] != [b["inputs"].tolist() for b in run(8)]
+
+
+def test_chunks_shuffled_within_give_the_same_examples_in_another_seeded_order():
+    examples = _numbered_examples(300)
+
+    def run(shuffle, seed=5):
+        # Chunks of uneven sizes, as a parser's last chunk is: 128, 128, 44.
+        chunks = examples.ragged_batch(128)
+        return _batches(batching.batch_chunks(chunks, BUDGET, MAX_LENGTH, drop_long=False, seed=seed,
+                                              shuffle_examples=shuffle))
+
+    plain, shuffled = run(False), run(True)
+    unchunked = _batches(batching.batch_examples(examples, BUDGET, MAX_LENGTH, drop_long=False, chunk_size=128))
+    assert [b["inputs"].tolist() for b in plain] == [b["inputs"].tolist() for b in unchunked]
+
+    def rows(batches):
+        return [tuple(row[row != 0].tolist()) for b in batches for row in b["inputs"]]
+
+    assert sorted(rows(shuffled)) == sorted(rows(plain)) and len(rows(plain)) == 300
+    assert rows(shuffled) != rows(plain)
+    assert [b["inputs"].tolist() for b in shuffled] == [b["inputs"].tolist() for b in run(True)]
+    assert [b["inputs"].tolist() for b in shuffled] != [b["inputs"].tolist() for b in run(True, seed=6)]

@@ -293,3 +293,26 @@ def test_ids_of_another_vocabulary_are_never_read_and_datagen_replaces_them(prep
     assert "writing the train pairs as ids" in capsys.readouterr().err
     assert not os.path.exists(stale) and id_shards.usable_paths(copy, problem.name, "train", digest) == paths
     assert [tuple(e["targets"]) for e in problem.dataset("test", copy).as_numpy_iterator()] == want
+
+
+def test_the_pipeline_batches_chunks_as_it_batched_examples_one_by_one(prepared):
+    """`input_dataset` takes a translation problem's parsed chunks whole; unshuffled, the batches are those
+    of the same examples fed one at a time, for eval and for the endless training stream."""
+    from t2t_relpos.data import pipeline  # pylint: disable=import-outside-toplevel
+
+    problem, data_dir, _, _ = prepared
+    hparams = registry.hparams("transformer_cpu_rel").parse("batch_size=96,max_length=48")
+
+    def listed(batches, count=-1):
+        return [(b["inputs"].numpy().tolist(), b["targets"].numpy().tolist()) for b in batches.take(count)]
+
+    for split, count in (("eval", -1), ("train", 40)):
+        training = split == "train"
+        chunked = pipeline.input_dataset(problem, hparams, split, data_dir, seed=1, shuffle_buffer=0)
+        one_by_one = pipeline.batches_of(problem.dataset(split, data_dir, seed=1), hparams, training, seed=1,
+                                         shuffle_buffer=0, max_eval_length=problem.max_eval_length)
+        assert listed(chunked, count) == listed(one_by_one, count)
+    # Shuffled, the training stream is another order of the same examples, fixed by the seed.
+    first = listed(pipeline.input_dataset(problem, hparams, "train", data_dir, seed=1), 40)
+    assert first == listed(pipeline.input_dataset(problem, hparams, "train", data_dir, seed=1), 40)
+    assert first != listed(pipeline.input_dataset(problem, hparams, "train", data_dir, seed=1, shuffle_buffer=0), 40)

@@ -124,12 +124,39 @@ def batch_examples(examples, batch_size, max_length, min_length=8, length_bucket
         bucket, in the order they arrived; all features of a batch share the padded length only with
         `pad_to_bucket_boundary`.
     """
+    return batch_chunks(examples.ragged_batch(chunk_size), batch_size, max_length, min_length=min_length,
+                        length_bucket_step=length_bucket_step, drop_long=drop_long,
+                        pad_to_bucket_boundary=pad_to_bucket_boundary, shuffle_batches=shuffle_batches, seed=seed)
+
+
+def batch_chunks(chunks, batch_size, max_length, min_length=8, length_bucket_step=1.1, drop_long=True,
+                 pad_to_bucket_boundary=False, shuffle_batches=False, seed=None, shuffle_examples=False):
+    """`batch_examples` for examples that arrive in chunks already (as a parser or tokenizer gives them).
+
+    Args:
+        chunks: A dataset of dicts of ragged `[n, (length)]` tensors with int64 row splits, chunks of any
+            sizes; `batch_examples` is this on `examples.ragged_batch(chunk_size)`.
+        shuffle_examples: Put each chunk's examples in random order first (seeded by `seed` and the chunk's
+            index): for training, a shuffle that costs a few vectorised ops per chunk where a shuffle buffer
+            costs a step per example.
+        Others: as for `batch_examples`.
+
+    Returns:
+        What `batch_examples` returns.
+    """
     scheme = batching_scheme(batch_size, max_length, min_length, length_bucket_step)
-    names = sorted(examples.element_spec)
-    chunks = examples.ragged_batch(chunk_size)
-    if drop_long:
-        chunks = chunks.map(lambda chunk: _keep(chunk, _lengths(chunk) <= max_length),
-                            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    names = sorted(chunks.element_spec)
+
+    def prepare(index, chunk):
+        if shuffle_examples:
+            count = tf.shape(chunk[names[0]].row_splits, out_type=tf.int64)[0] - 1
+            order = (tf.random.shuffle(tf.range(count)) if seed is None else
+                     tf.random.experimental.stateless_shuffle(tf.range(count), seed=[seed, index]))
+            chunk = {name: tf.gather(rows, order) for name, rows in chunk.items()}
+        return _keep(chunk, _lengths(chunk) <= max_length) if drop_long else chunk
+
+    if shuffle_examples or drop_long:
+        chunks = chunks.enumerate().map(prepare, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     # A last, empty chunk flags the end of a finite dataset: it flushes the partial batches.
     spec = chunks.element_spec
     end = {name: tf.RaggedTensor.from_row_lengths(tf.zeros([0], spec[name].dtype),

@@ -119,8 +119,11 @@ def _write_shard(source, target, encode):
 
 
 def parse_id_batches(records, batch_size=shards.PARSE_BATCH):
-    """Serialised ids examples -> batches `{"inputs": int32 ragged [n, (len)], "targets": ...}`, in order."""
-    spec = {key: tf.io.RaggedFeature(tf.int64) for key in _FEATURES}
+    """Serialised ids examples -> batches `{"inputs": int32 ragged [n, (len)], "targets": ...}`, in order.
+
+    Ragged like the tokenizer's output (int64 row splits), so either can feed `batching.batch_chunks`.
+    """
+    spec = {key: tf.io.RaggedFeature(tf.int64, row_splits_dtype=tf.int64) for key in _FEATURES}
 
     def parse(batch):
         parsed = tf.io.parse_example(batch, spec)

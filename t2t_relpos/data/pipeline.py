@@ -46,30 +46,39 @@ def input_dataset(problem, hparams, split, data_dir=None, seed=None, num_shards=
     if isinstance(problem, str):
         problem = registry.problem(problem)
     problem_lib.check_split(split)
-    examples = problem.dataset(split, data_dir=data_dir, seed=seed, num_shards=num_shards,
-                               shard_index=shard_index)
+    # Problems that read examples in chunks (parsed or tokenized many at a time) hand them over as they are:
+    # one example per element costs more than anything else the pipeline does with it.
+    chunks = problem.example_chunks(split, data_dir=data_dir, seed=seed, num_shards=num_shards,
+                                    shard_index=shard_index)
+    examples = chunks if chunks is not None else problem.dataset(split, data_dir=data_dir, seed=seed,
+                                                                 num_shards=num_shards, shard_index=shard_index)
     return batches_of(examples, hparams, training=split == "train", seed=seed, shard_index=shard_index,
                       shuffle_buffer=shuffle_buffer, pad_to_bucket_boundary=pad_to_bucket_boundary,
-                      max_eval_length=problem.max_eval_length)
+                      max_eval_length=problem.max_eval_length, chunked=chunks is not None)
 
 
 def batches_of(examples, hparams, training, seed=None, shard_index=0, shuffle_buffer=DEFAULT_SHUFFLE_BUFFER,
-               pad_to_bucket_boundary=False, max_eval_length=None):
+               pad_to_bucket_boundary=False, max_eval_length=None, chunked=False):
     """The sequential tail of `input_dataset`: examples -> shuffled (training), bucketed, batched, prefetched.
 
     Args are those of `input_dataset`; `max_eval_length` is the problem's longest eval sequence, if known.
+    `chunked`: `examples` come in ragged chunks (`Problem.example_chunks`), not one at a time; training then
+    shuffles the examples within each chunk (of thousands) instead of through a `shuffle_buffer`.
     """
     max_length = hparams.max_length if hparams.max_length > 0 else hparams.batch_size
     shard_seed = _shuffle_seed(seed, shard_index)  # Seeds the example shuffle and the batches' order.
-    if training:
-        if shuffle_buffer > 1:
-            examples = examples.shuffle(shuffle_buffer, seed=shard_seed)
-    else:
+    shuffle = training and shuffle_buffer > 1
+    if not training:
         max_length = max(max_length, max_eval_length or EVAL_FALLBACK_MAX_LENGTH)
-    batches = batching.batch_examples(
+    if not chunked:
+        if shuffle:
+            examples = examples.shuffle(shuffle_buffer, seed=shard_seed)
+        examples = examples.ragged_batch(batching.CHUNK_EXAMPLES)
+    batches = batching.batch_chunks(
         examples, hparams.batch_size, max_length, min_length=hparams.min_length_bucket,
         length_bucket_step=hparams.length_bucket_step, drop_long=training,
-        pad_to_bucket_boundary=pad_to_bucket_boundary, shuffle_batches=training, seed=shard_seed)
+        pad_to_bucket_boundary=pad_to_bucket_boundary, shuffle_batches=training, seed=shard_seed,
+        shuffle_examples=chunked and shuffle)
     options = tf.data.Options()
     # Order is part of reproducibility; only an unseeded training stream may trade it for speed.
     options.deterministic = not training or seed is not None
