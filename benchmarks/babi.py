@@ -48,8 +48,7 @@ def run_one(hparams_set, layout, seed, args):
     log = run_dir + ".log"
     saved = os.path.join(run_dir, "result.json")
     if os.path.exists(saved):
-        with open(saved, encoding="utf-8") as f:
-            previous = json.load(f)
+        previous = load_result(saved)
         if previous["train_steps"] == args.train_steps:
             return previous
     threads = 1 if args.jobs > 1 else 0
@@ -87,6 +86,15 @@ def run_one(hparams_set, layout, seed, args):
     return result
 
 
+def load_result(path):
+    """A run's saved `result.json`, its per-task errors keyed by task number again (JSON keys are strings)."""
+    with open(path, encoding="utf-8") as f:
+        result = json.load(f)
+    for split in ("eval", "test"):
+        result[split] = {int(task): error for task, error in result.get(split, {}).items()}
+    return result
+
+
 def _add_train_seconds(run_dir, seconds):
     """Adds `seconds` to the run's training time over all its invocations (file `train_seconds`); the total."""
     path = os.path.join(run_dir, "train_seconds")
@@ -106,8 +114,7 @@ def finished_runs(args, models):
     for name in sorted(os.listdir(args.work_dir)):
         saved = os.path.join(args.work_dir, name, "result.json")
         if os.path.exists(saved):
-            with open(saved, encoding="utf-8") as f:
-                result = json.load(f)
+            result = load_result(saved)
             if (result["hparams_set"], result["layout"]) in models and result["train_steps"] == args.train_steps:
                 found.append(result)
     return found

@@ -54,11 +54,17 @@ def test_babi_training_time_adds_up_over_invocations_and_earlier_seeds_count(tmp
     for seed, steps in ((1, 800), (2, 800), (3, 400)):
         run = tmp_path / "1k" / f"set_facts_s{seed}"
         run.mkdir(exist_ok=True)
+        errors = {task: float(seed) for task in range(1, 21)}
         (run / "result.json").write_text(json.dumps({"hparams_set": "set", "layout": "facts", "seed": seed,
-                                                     "train_steps": steps}))
-    args = types.SimpleNamespace(work_dir=str(tmp_path / "1k"), train_steps=800)
+                                                     "train_steps": steps, "eval": errors, "test": errors,
+                                                     "train_seconds": 60.0}))
+    args = types.SimpleNamespace(work_dir=str(tmp_path / "1k"), train_steps=800, subset="1k", jobs=1)
     # Only runs of the asked models trained to the asked steps: seed 3 stopped at 400 steps.
-    assert [r["seed"] for r in babi.finished_runs(args, {("set", "facts")})] == [1, 2]
+    found = babi.finished_runs(args, {("set", "facts")})
+    assert [r["seed"] for r in found] == [1, 2]
+    # Read back from JSON, the tasks are numbers again: the table has every task's error, of the best seed.
+    table = babi.report(found, args, 60.0)
+    assert "| qa20 " in table and " nan |" not in table and " 2 (1) |" in table
     assert not babi.finished_runs(args, {("set", "concat")})
 
 
