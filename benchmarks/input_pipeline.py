@@ -26,8 +26,8 @@ and the sequential part alone, fed from 50,000 examples held in memory (the most
 however many cores feed it):
 
 - tail: `pipeline.batches_of` on chunks (shuffle within each chunk, filter, bucketing, batching);
-- tail, one example per element: the same on the examples one at a time, as the pipeline ran before
-  2026-11-24 (a shuffle buffer of 1024, then chunks made again with `ragged_batch`);
+- tail, one example per element: the same on the examples one at a time, as the pipeline ran before it took
+  chunks (2026-11-23; a shuffle buffer of 1024, then chunks made again with `ragged_batch`);
 - tail, group_by_window: one example per element, with the batching used before 2026-11-23 (a filter, then
   tf.data's `bucket_by_sequence_length`, which runs a function per example and builds a dataset per batch):
   the same batches (`tests/test_batching.py` checks it).
