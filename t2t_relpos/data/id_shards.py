@@ -102,7 +102,8 @@ def write_split(data_dir, name, split, encode, digest):
 
 
 def _write_shard(source, target, encode):
-    batches = shards.parse_pair_batches(tf.data.TFRecordDataset(source)).map(encode)
+    batches = shards.parse_pair_batches(tf.data.TFRecordDataset(source)).map(
+        encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(2)  # Beside the writing.
     partial = preparation.partial_path(target)
     count = 0
     with tf.io.TFRecordWriter(partial) as writer:
