@@ -253,6 +253,10 @@ class TranslateProblem(problem.Problem):
         chunk_size = chunk_size or batching.CHUNK_EXAMPLES
         if ids is not None:
             return id_shards.parse_id_batches(records, chunk_size)
+        if split == "train":
+            print(f"{self.name}: no ids for this vocabulary in {data_dir}: tokenizing the text as it is read (slower; "
+                  f"t2t-relpos-datagen --problem={self.name} --data_dir={data_dir} writes them)", file=sys.stderr,
+                  flush=True)
         # Tokenized a chunk at a time, in parallel.
         return shards.parse_pair_batches(records, chunk_size).map(
             _encoder(encoder.graph_tokenizer()), num_parallel_calls=_AUTOTUNE, deterministic=True)

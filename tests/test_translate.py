@@ -240,7 +240,7 @@ def _without_ids(data_dir, copy):
     return str(copy)
 
 
-def test_ids_shards_give_the_examples_and_batches_of_tokenizing_the_text(prepared, tmp_path):
+def test_ids_shards_give_the_examples_and_batches_of_tokenizing_the_text(prepared, tmp_path, capsys):
     from t2t_relpos.data import id_shards, pipeline  # pylint: disable=import-outside-toplevel
 
     problem, data_dir, _, _ = prepared
@@ -260,6 +260,7 @@ def test_ids_shards_give_the_examples_and_batches_of_tokenizing_the_text(prepare
         return out
 
     from_ids, from_text = read(data_dir), read(text_dir)
+    assert "no ids for this vocabulary" in capsys.readouterr().err  # Training without them says so.
     assert len(from_ids["train"]) == 2 * shards.PARSE_BATCH + 37 and len(from_ids["test"]) == 11
     assert from_ids == from_text
 
