@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/babi.py --data_dir ../shared/data/babi [--subset 1k]
         [--models adaptive_universal_transformer_babi:facts,...] [--seeds 1,2] [--train_steps 20000]
-        [--jobs 2] [--write]
+        [--hparams layer_prepostprocess_dropout=0.3,...] [--jobs 2] [--write]
 
 Each (hparams set, input layout, seed) trains with `t2t-relpos-trainer` on `babi_qa_<layout>_all_tasks_<subset>`
 (all 20 tasks jointly; every 10th training story held out for validation), then `t2t-relpos-decoder` answers the
@@ -38,13 +38,20 @@ TASK_ERROR = re.compile(r"^\s+qa(\d+)\s+accuracy = [0-9.]+\s+error = ([0-9.]+)%"
 PONDER = re.compile(r"encoder_ponder_time ([0-9.]+)")
 
 
-def run_name(hparams_set, layout, seed):
-    return f"{hparams_set}_{layout}_s{seed}"
+def run_name(hparams_set, layout, seed, hparams=""):
+    """The run's directory name; `--hparams` overrides name a run of their own (e.g. `..._facts_dropout_0.3_s1`)."""
+    changed = "_" + re.sub(r"[^A-Za-z0-9.]+", "_", hparams).strip("_") if hparams else ""
+    return f"{hparams_set}_{layout}{changed}_s{seed}"
+
+
+def model_key(result):
+    """What the table compares: the hparams set, the input layout and the `--hparams` overrides of a run."""
+    return result["hparams_set"], result["layout"], result.get("hparams", "")
 
 
 def run_one(hparams_set, layout, seed, args):
     """Trains (or resumes) one run and decodes validation and test: {"eval": {task: error}, "test": ..., ...}."""
-    run_dir = os.path.join(args.work_dir, run_name(hparams_set, layout, seed))
+    run_dir = os.path.join(args.work_dir, run_name(hparams_set, layout, seed, args.hparams))
     log = run_dir + ".log"
     saved = os.path.join(run_dir, "result.json")
     if os.path.exists(saved):
@@ -54,11 +61,13 @@ def run_one(hparams_set, layout, seed, args):
     threads = 1 if args.jobs > 1 else 0
     problem = f"babi_qa_{layout}_all_tasks_{args.subset}"
     # The sets read the answer at the last position, the question of the facts layout; concat puts it first.
-    readout = ["--hparams=classifier_readout=first"] if layout == "concat" else []
+    readout = ["classifier_readout=first"] if layout == "concat" else []
+    overrides = [f"--hparams={','.join(readout + ([args.hparams] if args.hparams else []))}"] if (
+        readout or args.hparams) else []
     began = time.perf_counter()
     try:
         trained = common.run_cli(
-            "trainer", f"--problem={problem}", f"--hparams_set={hparams_set}", *readout,
+            "trainer", f"--problem={problem}", f"--hparams_set={hparams_set}", *overrides,
             f"--data_dir={args.data_dir}", f"--output_dir={run_dir}", f"--train_steps={args.train_steps}",
             "--eval_steps=20", f"--checkpoint_every={args.checkpoint_every}", "--log_every=500", f"--seed={seed}",
             log=log, threads=threads)
@@ -68,6 +77,7 @@ def run_one(hparams_set, layout, seed, args):
         stored = json.load(f)
     stored = stored.get("hparams", stored)
     result = {"train_steps": args.train_steps, "hparams_set": hparams_set, "layout": layout, "seed": seed,
+              "hparams": args.hparams,
               "train_seconds": train_seconds,
               "readout": stored.get("classifier_readout", "mean"), "batch_size": stored.get("batch_size")}
     ponder = PONDER.findall(trained)
@@ -115,7 +125,7 @@ def finished_runs(args, models):
         saved = os.path.join(args.work_dir, name, "result.json")
         if os.path.exists(saved):
             result = load_result(saved)
-            if (result["hparams_set"], result["layout"]) in models and result["train_steps"] == args.train_steps:
+            if model_key(result) in models and result["train_steps"] == args.train_steps:
                 found.append(result)
     return found
 
@@ -141,17 +151,17 @@ def report(results, args, seconds):
     """The README section: best seed per model by validation, its test errors per task, the paper's rows."""
     best = {}
     for result in results:
-        key = (result["hparams_set"], result["layout"])
+        key = model_key(result)
         if key not in best or _mean(result["eval"]) < _mean(best[key]["eval"]):
             best[key] = result
-    headers = ["task"] + [f"`{s}` ({layout})" for s, layout in best]
+    headers = ["task"] + [f"`{s}` ({layout}{', ' + hparams if hparams else ''})" for s, layout, hparams in best]
     rows = [[f"qa{task}"] + [f"{r['test'].get(task, float('nan')):.1f}" for r in best.values()]
             for task in range(1, 21)]
     rows.append(["**mean error**"] + [f"**{_mean(r['test']):.2f}**" for r in best.values()])
     rows.append(["failed (> 5%)"] + [str(sum(e > 5.0 for e in r["test"].values())) for r in best.values()])
     rows.append(["validation mean error"] + [f"{_mean(r['eval']):.2f}" for r in best.values()])
     rows.append(["seeds tried (best)"] + [
-        f"{sum(1 for x in results if (x['hparams_set'], x['layout']) == k)} ({r['seed']})" for k, r in best.items()])
+        f"{sum(1 for x in results if model_key(x) == k)} ({r['seed']})" for k, r in best.items()])
     rows.append(["mean ponder time (eval)"] + [
         "" if r.get("ponder_time") is None else f"{r['ponder_time']:.2f}" for r in best.values()])
     rows.append(["training minutes"] + [f"{r['train_seconds'] / 60:.0f}" for r in best.values()])
@@ -180,6 +190,8 @@ def main(argv=None):
     parser.add_argument("--subset", choices=sorted(PAPER), default="1k")
     parser.add_argument("--models", default=DEFAULT_MODELS, help="comma-separated hparams_set:layout pairs")
     parser.add_argument("--seeds", default="1")
+    parser.add_argument("--hparams", default="", help="overrides for every model (e.g. layer_prepostprocess_dropout="
+                        "0.3): runs of their own, a column of their own")
     parser.add_argument("--train_steps", type=int, default=20000)
     parser.add_argument("--checkpoint_every", type=int, default=500)
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (each on one thread if > 1)")
@@ -202,12 +214,12 @@ def main(argv=None):
         results = []
         for run, future in zip(runs, futures):
             results.append(future.result())
-            print(run_name(*run), f"validation {_mean(results[-1]['eval']):.2f}%",
+            print(run_name(*run, args.hparams), f"validation {_mean(results[-1]['eval']):.2f}%",
                   f"test {_mean(results[-1]['test']):.2f}%", flush=True)
     # Seeds trained earlier to the same steps (by another invocation) count too: the best is picked over all.
-    done = {(r["hparams_set"], r["layout"], r["seed"]) for r in results}
-    results += [r for r in finished_runs(args, {run[:2] for run in runs})
-                if (r["hparams_set"], r["layout"], r["seed"]) not in done]
+    done = {(*model_key(r), r["seed"]) for r in results}
+    results += [r for r in finished_runs(args, {(*run[:2], args.hparams) for run in runs})
+                if (*model_key(r), r["seed"]) not in done]
     text = report(results, args, time.perf_counter() - began)
     print(text)
     if args.write:

@@ -60,12 +60,22 @@ def test_babi_training_time_adds_up_over_invocations_and_earlier_seeds_count(tmp
                                                      "train_seconds": 60.0}))
     args = types.SimpleNamespace(work_dir=str(tmp_path / "1k"), train_steps=800, subset="1k", jobs=1)
     # Only runs of the asked models trained to the asked steps: seed 3 stopped at 400 steps.
-    found = babi.finished_runs(args, {("set", "facts")})
+    found = babi.finished_runs(args, {("set", "facts", "")})
     assert [r["seed"] for r in found] == [1, 2]
     # Read back from JSON, the tasks are numbers again: the table has every task's error, of the best seed.
     table = babi.report(found, args, 60.0)
     assert "| qa20 " in table and " nan |" not in table and " 2 (1) |" in table
-    assert not babi.finished_runs(args, {("set", "concat")})
+    assert not babi.finished_runs(args, {("set", "concat", "")})
+    # Runs with --hparams overrides are runs and columns of their own.
+    assert babi.run_name("set", "facts", 2, "relu_dropout=0.3,attention_dropout=0.2") == (
+        "set_facts_relu_dropout_0.3_attention_dropout_0.2_s2")
+    changed = tmp_path / "1k" / "set_facts_relu_dropout_0.3_s1"
+    changed.mkdir()
+    (changed / "result.json").write_text((tmp_path / "1k" / "set_facts_s2" / "result.json").read_text().replace(
+        '"seed": 2', '"seed": 1, "hparams": "relu_dropout=0.3"'))
+    assert [r["seed"] for r in babi.finished_runs(args, {("set", "facts", "relu_dropout=0.3")})] == [1]
+    both = babi.report(babi.finished_runs(args, {("set", "facts", ""), ("set", "facts", "relu_dropout=0.3")}), args, 1)
+    assert "`set` (facts, relu_dropout=0.3)" in both and " 2 (1) |" in both
 
 
 def _result(bleu, loss=2.0, train_s=600.0):
