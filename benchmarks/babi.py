@@ -11,9 +11,9 @@ validation error is kept, as the paper picked the best of 10 runs on validation;
 with the mean, the failed tasks (error > 5%) and the paper's row. Runs live in `--work_dir` and resume: a run
 whose checkpoint has reached `--train_steps` is only decoded again if its results are missing, so raising
 `--train_steps` continues every run where it stopped; the table picks the best seed over every run of a model
-in `--work_dir` at those steps, those of earlier invocations included. `--ponder_plot` draws the ponder time per fact of the
-first qa3 test story for the adaptive models (the paper's Figure 3). Without the data the script says where to
-put it and exits.
+in `--work_dir` at those steps, those of earlier invocations included. `--hparams` overrides make runs (and table
+columns) of their own. `--ponder_plot` draws the ponder time per fact of the first qa3 test story for the
+adaptive models (the paper's Figure 3). Without the data the script says where to put it and exits.
 """
 
 import argparse
