@@ -1,7 +1,7 @@
 """Pre-tokenised shards: a split's text shards encoded once with one vocabulary, read without tokenising.
 
-Tokenising on the fly is the most expensive stage of the training pipeline (SentencePiece: about 290k target
-tokens per CPU-second on WMT-like text, against about 850k for the sequential tail that buckets and batches;
+Tokenising costs more than anything else the input pipeline does with an example (SentencePiece, 4096 pairs per
+call: about 870k target tokens per CPU-second; the rest of the pipeline: several million; see
 benchmarks/README.md, input pipeline), so tensor2tensor's datagen stored ids. Here the text shards stay the
 source of truth (see `data.shards`), and once the vocabulary exists `t2t-relpos-datagen` writes beside them
 

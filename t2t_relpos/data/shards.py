@@ -12,7 +12,8 @@ same shard never trip over each other's partial file. An interrupted run leaves 
 `data.preparation.prepare`); the next run skips the finished shards (reading past their pairs without writing
 them) and carries on. The input must come in the same order on every run (it does for files and archives).
 
-Shards hold text, not ids: the vocabulary is applied in the input pipeline, so the shards do not depend on it.
+Shards hold text, not ids, so they do not depend on the vocabulary; `data.id_shards` keeps the same pairs as ids
+for one vocabulary, written once, so that training does not tokenise.
 """
 
 import itertools
