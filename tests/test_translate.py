@@ -295,6 +295,18 @@ def test_ids_of_another_vocabulary_are_never_read_and_datagen_replaces_them(prep
     assert not os.path.exists(stale) and id_shards.usable_paths(copy, problem.name, "train", digest) == paths
     assert [tuple(e["targets"]) for e in problem.dataset("test", copy).as_numpy_iterator()] == want
 
+    # Text rewritten since, with as many pairs per shard: its old ids are not read, and datagen replaces them.
+    text_shard = os.path.join(copy, shards.load_manifest(copy, problem.name, "test")["shards"][0]["file"])
+    records = list(shards.tf.data.TFRecordDataset(text_shard).as_numpy_iterator())
+    with shards.tf.io.TFRecordWriter(text_shard) as writer:
+        for record in reversed(records):
+            writer.write(record)
+    assert id_shards.usable_paths(copy, problem.name, "test", digest) is None
+    assert [tuple(e["targets"]) for e in problem.dataset("test", copy).as_numpy_iterator()] == want[::-1]
+    problem.generate_data(copy, raw)
+    assert "writing the test pairs as ids" in capsys.readouterr().err
+    assert [tuple(e["targets"]) for e in problem.dataset("test", copy).as_numpy_iterator()] == want[::-1]
+
 
 def test_the_pipeline_batches_chunks_as_it_batched_examples_one_by_one(prepared):
     """`input_dataset` takes a translation problem's parsed chunks whole; unshuffled, the batches are those
