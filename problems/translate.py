@@ -11,7 +11,7 @@ A subclass says where its raw sentence pairs are (`raw_sources`); the base prepa
   same pairs in the same order), so that training does not tokenise: SentencePiece is the most expensive stage
   of the input pipeline.
 - `_dataset` reads the ids shards when they were written with the vocabulary in `data_dir`; otherwise (data
-  prepared before ids shards existed, or a vocabulary replaced since) it reads the text shards and maps text to
+  prepared before ids shards existed, a vocabulary replaced or text rewritten since) it reads the text shards and maps text to
   ids inside the tf.data graph with tensorflow-text's SentencePiece op (the same op an exported model uses),
   appending EOS. Both give the same examples in the same order.
 
@@ -33,7 +33,6 @@ from t2t_relpos import errors
 from t2t_relpos.problems import problem
 
 SETTINGS = ("vocab_size", "vocab_sample_pairs", "examples_per_shard", "seed")
-_AUTOTUNE = -1  # tf.data.AUTOTUNE, without importing TensorFlow here.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,12 +222,14 @@ class TranslateProblem(problem.Problem):
         return {"inputs": encoder, "targets": encoder}
 
     def _dataset(self, split, data_dir, seed, num_shards, shard_index):
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
         from t2t_relpos.data import shards  # pylint: disable=import-outside-toplevel
 
         chunks = self._example_chunks(split, data_dir, seed, num_shards, shard_index, shards.PARSE_BATCH)
         # One example per element, in order. Unbatched ragged rows are typed as (flat) RaggedTensors; a map
         # receives them as the plain tensors they are.
-        return chunks.unbatch().map(lambda example: example, num_parallel_calls=_AUTOTUNE, deterministic=True)
+        return chunks.unbatch().map(lambda example: example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
     def _example_chunks(self, split, data_dir, seed, num_shards, shard_index, chunk_size=None):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel  # Listing problems must not load TF.
@@ -259,7 +260,7 @@ class TranslateProblem(problem.Problem):
                   flush=True)
         # Tokenized a chunk at a time, in parallel.
         return shards.parse_pair_batches(records, chunk_size).map(
-            _encoder(encoder.graph_tokenizer()), num_parallel_calls=_AUTOTUNE, deterministic=True)
+            _encoder(encoder.graph_tokenizer()), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def _encoder(tokenizer):
