@@ -76,8 +76,10 @@ def run_one(hparams_set, layout, seed, args):
     with open(os.path.join(run_dir, "hparams.json"), encoding="utf-8") as f:
         stored = json.load(f)
     stored = stored.get("hparams", stored)
+    from t2t_relpos.problems import babi_text  # pylint: disable=import-outside-toplevel  # No TensorFlow.
+
     result = {"train_steps": args.train_steps, "hparams_set": hparams_set, "layout": layout, "seed": seed,
-              "hparams": args.hparams,
+              "hparams": args.hparams, "story_facts": babi_text.STORY_FACTS if layout == "facts" else None,
               "train_seconds": train_seconds,
               "readout": stored.get("classifier_readout", "mean"), "batch_size": stored.get("batch_size")}
     ponder = PONDER.findall(trained)
@@ -167,6 +169,9 @@ def report(results, args, seconds):
     rows.append(["training minutes"] + [f"{r['train_seconds'] / 60:.0f}" for r in best.values()])
     rows.append(["answer read from"] + [r.get("readout", "mean") for r in best.values()])
     rows.append(["input ids per batch"] + [str(r.get("batch_size", "")) for r in best.values()])
+    # Results saved before the facts layout kept only the last facts have no "story_facts": whole stories.
+    rows.append(["story facts kept"] + [f"last {r['story_facts']}" if r.get("story_facts") else "all"
+                                        for r in best.values()])
     paper = PAPER[args.subset]
     paper_rows = [[name, f"{error:.2f}", str(failed)] for name, (error, failed) in paper.items()]
     return "\n".join([
@@ -177,8 +182,8 @@ def report(results, args, seconds):
         f"Test error (%) per task after {args.train_steps} steps of joint training on all 20 tasks "
         f"(`babi_qa_<layout>_all_tasks_{args.subset}`; every 10th training story held out for validation), the "
         "seed with the lowest mean validation error per model. `facts`: each sentence is one position, its words "
-        "summed under a learned positional mask (the paper's input); `concat`: tensor2tensor's question + story "
-        "tokens.", "",
+        "summed under a learned positional mask, the story's last 70 facts (the paper's input); `concat`: "
+        "tensor2tensor's question + story tokens.", "",
         common.markdown_table(headers, rows, align="l" + "r" * len(best)), "",
         f"The paper (Table 1, {args.subset} joint, best of 10 seeds): mean error (%) and failed tasks.", "",
         common.markdown_table(["model", "mean error", "failed"], paper_rows, align="lrr")])

@@ -4,7 +4,8 @@ Registered names, for the 1k and 10k training sets of bAbI v1.2 (`<task>` is `al
 `task20`):
 
     babi_qa_concat_<task>_{1k,10k}   tensor2tensor's names and input: question, separator, story tokens
-    babi_qa_facts_<task>_{1k,10k}    the paper's input: one position per fact, then the question
+    babi_qa_facts_<task>_{1k,10k}    the paper's input: one position per fact (the story's last 70), then the
+                                     question
 
 Every problem trains jointly on all 20 tasks (tensor2tensor's default and the paper's "joint" columns);
 `<task>` chooses what the eval and test splits hold. Splits: "train" is the training files without every
@@ -24,11 +25,13 @@ from t2t_relpos.problems import problem
 
 
 class BabiQa(problem.Problem):
-    """A bAbI problem: `subset` ("1k"/"10k"), `task` (0 = all) of the eval/test splits, input `layout`."""
+    """A bAbI problem: `subset` ("1k"/"10k"), `task` (0 = all) of the eval/test splits, input `layout`, and
+    `story_facts`, how many of a story's last facts the input holds (None: the whole story)."""
 
     subset = "1k"
     task = 0
     layout = "concat"
+    story_facts = None
     eval_metrics = ("accuracy",)
     decode_metric = "answer_accuracy"
 
@@ -69,7 +72,7 @@ class BabiQa(problem.Problem):
 
     def feature_encoders(self, data_dir=None):
         words, answers = self._vocabularies(data_dir)
-        return {"inputs": babi_text.BabiInputEncoder(words, self.layout),
+        return {"inputs": babi_text.BabiInputEncoder(words, self.layout, max_facts=self.story_facts),
                 "targets": babi_text.answer_encoder(answers)}
 
     def model_arguments(self, data_dir=None):
@@ -127,6 +130,7 @@ def _register():
                 name = f"babi_qa_{layout}_{task_name}_{subset}"
                 cls = type(f"BabiQa_{layout}_{task_name}_{subset}", (BabiQa,),
                            {"subset": subset, "task": task, "layout": layout, "__module__": __name__,
+                            "story_facts": babi_text.STORY_FACTS if layout == "facts" else None,
                             "__doc__": f"bAbI v1.2 {subset}, {layout} input, joint training; evaluated on "
                                        f"{'all tasks' if not task else f'task {task}'}."})
                 registry.register_problem(name)(cls)

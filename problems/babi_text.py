@@ -8,9 +8,12 @@ qa19 "n,w") are single class labels, as in tensor2tensor.
 
 Two input layouts, both one id sequence ending in EOS:
   - "concat" (tensor2tensor's `babi_qa_concat_*`): question tokens, SEPARATOR, story tokens.
-  - "facts" (the paper's §3.1, after Henaff et al. 2016): every fact, then the question, each padded to
-    `FACT_WIDTH` tokens, so that `FactEmbedding` can sum each sentence's word embeddings under a learned
-    positional mask and the model runs over sentences rather than words.
+  - "facts" (the paper's §3.1, after Henaff et al. 2016): the story's facts, then the question, each padded
+    to `FACT_WIDTH` tokens, so that `FactEmbedding` can sum each sentence's word embeddings under a learned
+    positional mask and the model runs over sentences rather than words. As in the paper's code (and the
+    memory networks before it: Sukhbaatar et al. 2015, Henaff et al. 2016), only the last `STORY_FACTS` facts
+    of a story are kept; every supporting fact of bAbI v1.2 is within the last 40 (qa3), so nothing needed is
+    dropped, only old facts that no question asks about (qa3's stories run to 224 facts).
 
 A story and its question travel as one line of text: the sentences each ending in "." and the question last,
 ending in "?" (`example_text`).
@@ -36,6 +39,9 @@ TASKS = {
 SUBSETS = {"1k": "en", "10k": "en-10k"}
 # The longest bAbI v1.2 sentence has 12 tokens (qa17, punctuation included).
 FACT_WIDTH = 12
+# How many of a story's facts the facts layout keeps, the most recent: the paper's joint-training setting
+# (its code kept 70 for every task; single-task memory networks kept 130 for qa3).
+STORY_FACTS = 70
 SEPARATOR = "|"
 LAYOUTS = ("concat", "facts")
 
@@ -139,7 +145,8 @@ def split_sentences(tokens):
 class BabiInputEncoder(TextEncoder):
     """A story and its question (see `example_text`) <-> ids in the "concat" or "facts" layout.
 
-    Id 2 is the separator of the concat layout, words follow from id 3 in the order given.
+    Id 2 is the separator of the concat layout, words follow from id 3 in the order given. `max_facts` keeps only
+    the story's last `max_facts` facts (None: all of them); the question is always kept.
 
     Example:
 
@@ -149,11 +156,14 @@ class BabiInputEncoder(TextEncoder):
     (True, 'Mary went to the garden . Where is Mary ?')
     """
 
-    def __init__(self, words, layout, fact_width=FACT_WIDTH):
+    def __init__(self, words, layout, fact_width=FACT_WIDTH, max_facts=None):
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        if max_facts is not None and max_facts < 1:
+            raise ValueError(f"max_facts must be None or at least 1, got {max_facts}")
         self.layout = layout
         self.fact_width = fact_width
+        self.max_facts = max_facts
         self.words = tuple(words)
         self._symbols = SymbolEncoder((SEPARATOR,) + self.words)
 
@@ -167,6 +177,8 @@ class BabiInputEncoder(TextEncoder):
             raise ValueError(f"a bAbI input is the story's sentences, each ending in '.', then the question, "
                              f"ending in '?': got {text[:80]!r}")
         story, question = sentences[:-1], sentences[-1]
+        if self.max_facts is not None:
+            story = story[-self.max_facts:]
         if self.layout == "concat":
             tokens = question + [SEPARATOR] + [t for sentence in story for t in sentence]
             return self._symbols.encode(" ".join(tokens))

@@ -102,6 +102,24 @@ def test_layouts_encode_and_decode():
         facts.encode(" ".join(["Mary"] * 13) + " . Where is Mary ?")
 
 
+def test_the_facts_layout_keeps_the_last_facts_of_a_long_story():
+    words, _ = babi_text.vocabularies(babi_text.parse(STORY.splitlines(), task=1))
+    places = ["bathroom", "hallway"] * 50
+    text = " ".join(f"Mary moved to the {place} ." for place in places) + " Where is Mary ?"
+    width = babi_text.FACT_WIDTH
+    kept = babi_text.BabiInputEncoder(words, "facts", max_facts=3)
+    ids = kept.encode(text)
+    assert len(ids) == 4 * width  # The last 3 facts and the question.
+    assert kept.decode(ids) == "Mary moved to the hallway . Mary moved to the bathroom . " \
+                               "Mary moved to the hallway . Where is Mary ?"
+    assert len(babi_text.BabiInputEncoder(words, "facts").encode(text)) == 101 * width
+    with pytest.raises(ValueError, match="max_facts"):
+        babi_text.BabiInputEncoder(words, "facts", max_facts=0)
+    # The registered facts problems keep the paper's 70; concat (tensor2tensor's) the whole story.
+    assert registry.problem("babi_qa_facts_task3_1k").story_facts == babi_text.STORY_FACTS == 70
+    assert registry.problem("babi_qa_concat_task3_1k").story_facts is None
+
+
 def test_problem_splits_and_missing_files(tmp_path):
     data_dir = write_task_files(str(tmp_path), stories=20)
     joint = registry.problem("babi_qa_facts_all_tasks_1k")
@@ -116,6 +134,8 @@ def test_problem_splits_and_missing_files(tmp_path):
     inputs, labels = task3.encoded("test", data_dir)
     assert all(ids[-1] == EOS_ID for ids in inputs) and all(len(label) == 1 for label in labels)
     assert joint.model_arguments() == {"fact_width": 12} and task3.model_arguments() == {}
+    assert joint.feature_encoders(data_dir)["inputs"].max_facts == 70
+    assert task3.feature_encoders(data_dir)["inputs"].max_facts is None
     examples = list(joint.dataset("eval", data_dir).as_numpy_iterator())
     assert len(examples) == len(held_out) and examples[0]["targets"].shape == (1,)
     with pytest.raises(errors.DataError, match=r"en-10k/qa1_single-supporting-fact_train.txt\[.gz\] not found"):
