@@ -65,7 +65,8 @@ def _trainer_args(output_dir, steps, *extra):
 
 
 def test_multi_worker_mirrored_with_two_processes(tmp_path):
-    """Both workers train and end cleanly; the non-chief's scratch checkpoints do not outlive the run."""
+    """Both workers train and end cleanly, also when one of them stalls for longer than TensorFlow's default
+    heartbeat timeout (as on a busy machine); the non-chief's scratch checkpoints do not outlive the run."""
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     scratch = tmp_path / "tmp"  # The workers' temporary directory.
     scratch.mkdir()
@@ -74,15 +75,27 @@ def test_multi_worker_mirrored_with_two_processes(tmp_path):
         config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         env = dict(ENV, TF_CONFIG=json.dumps(config), TMPDIR=str(scratch))
         processes.append(subprocess.Popen(
-            _trainer_args(tmp_path / "run", 3, "--distribution=multi_worker", "--checkpoint_every=3"),
+            _trainer_args(tmp_path / "run", 4, "--distribution=multi_worker", "--checkpoint_every=4"),
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outputs = [p.communicate(timeout=400)[0] for p in processes]
+    try:
+        # The second worker (not the one hosting the coordination service) stops answering for 15 s.
+        seen = _wait_for_step(processes[1], 2)
+        processes[1].send_signal(signal.SIGSTOP)
+        time.sleep(15)
+        processes[1].send_signal(signal.SIGCONT)
+        outputs = [p.communicate(timeout=150)[0] for p in processes]  # About 30 s; with a 10 s timeout, a hang.
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    outputs[1] = seen + outputs[1]
     for process, output in zip(processes, outputs):
         assert process.returncode == 0, output
         assert "StartAbort" not in output and "Traceback" not in output, output
     assert "with 2 replica(s)" in outputs[0]
     assert not list(scratch.iterdir())
-    assert checkpoints.step_of(_latest(tmp_path / "run")) == 3  # The chief wrote it.
+    assert checkpoints.step_of(_latest(tmp_path / "run")) == 4  # The chief wrote it.
 
 
 def _latest(directory):

@@ -10,6 +10,11 @@ from t2t_relpos import errors
 DISTRIBUTIONS = ("auto", "one_device", "mirrored", "multi_worker")
 # How long a finished worker waits for the others before exiting anyway (e.g. when one of them died).
 SHUTDOWN_BARRIER_SECONDS = 60
+# How long a worker may go without a heartbeat before the coordination service declares it dead and aborts
+# every collective of the run. TensorFlow's default, 10 s, was exceeded by a healthy worker on a loaded 2-core
+# machine (its heartbeat thread starved while two test processes trained beside it), which aborted a run that
+# then finished well. A worker that really dies closes its connections, and its peers notice that at once.
+HEARTBEAT_TIMEOUT_SECONDS = 60
 
 
 def split_cpu(num_devices):
@@ -60,13 +65,14 @@ def _multi_worker_strategy():
 
 
 def _configure_coordination():
-    """Makes every worker wait for the others when it exits, so that the last ones do not log alarming errors.
+    """Makes every worker wait for the others when it exits, and tolerate a worker that is slow to answer.
 
     MultiWorkerMirroredStrategy starts TensorFlow's coordination service on the first worker; when that worker
     exits before the others, they report `StartAbort UNAVAILABLE ... tasks have crashed` although the run
-    ended well. A shutdown barrier makes them leave together. TensorFlow has no public API for this setting,
-    so this configures the service as the strategy would, plus the barrier; it must run before the runtime
-    starts, and the strategy then uses it.
+    ended well. A shutdown barrier makes them leave together. The same error follows a worker whose heartbeat
+    is late (`HEARTBEAT_TIMEOUT_SECONDS`). TensorFlow has no public API for these settings, so this configures
+    the service as the strategy would, plus the barrier and the heartbeat timeout; it must run before the
+    runtime starts, and the strategy then uses it.
     """
     # pylint: disable=import-outside-toplevel
     from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
@@ -80,7 +86,8 @@ def _configure_coordination():
         return
     context.context().configure_coordination_service(
         service_type="standalone", service_leader=multi_worker_util.coordination_leader(cluster),
-        coordinated_jobs=jobs, shutdown_barrier_timeout_in_ms=SHUTDOWN_BARRIER_SECONDS * 1000)
+        coordinated_jobs=jobs, shutdown_barrier_timeout_in_ms=SHUTDOWN_BARRIER_SECONDS * 1000,
+        heartbeat_timeout_in_ms=HEARTBEAT_TIMEOUT_SECONDS * 1000)
 
 
 def is_multi_worker(strategy):
