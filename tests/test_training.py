@@ -148,6 +148,74 @@ def test_interrupted_and_killed_runs_resume_where_they_stopped(tmp_path):
     assert not [name for name in os.listdir(run_dir) if "_temp" in name]
 
 
+def test_a_stop_signal_saves_even_when_nobody_reads_the_output_any_more(tmp_path):
+    # `t2t-relpos-trainer ... | tee log` and Ctrl-C: tee dies with the trainer's first signal, so every later
+    # write of the trainer (its "stopping" note, progress lines, the final error line) meets a closed pipe.
+    # That must not cost the checkpoint of the current step.
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen(_trainer_args(run_dir, 10000, "--checkpoint_every=10000", "--log_every=1"),
+                               env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_step(process, 3)
+    process.stdout.close()
+    process.stderr.close()
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=120) == 130
+    assert checkpoints.step_of(_latest(run_dir)) >= 3
+
+
+SLOW_PROBLEM = '''
+import itertools
+import time
+import numpy as np
+import tensorflow as tf
+from t2t_relpos import registry
+from t2t_relpos.problems import problem
+
+
+@registry.register_problem
+class SlowCopy(problem.Problem):
+    """Copying digits, from a generator that turns slow once the first batches are made (the pipeline reads
+    4096 examples before it makes any), so that the input pipeline is then always busy calling it."""
+
+    def feature_encoders(self, data_dir=None):
+        encoder = problem.SymbolEncoder("0123456789")
+        return {"inputs": encoder, "targets": encoder}
+
+    def _dataset(self, split, data_dir, seed, num_shards, shard_index):
+        def examples():
+            rng = np.random.default_rng(0)
+            for count in itertools.count() if split == "train" else range(8):
+                if count > 5000:
+                    time.sleep(0.05)
+                ids = np.append(rng.integers(2, 12, size=4), 1)
+                yield {"inputs": ids, "targets": ids}
+
+        spec = tf.TensorSpec([None], tf.int64)
+        return tf.data.Dataset.from_generator(examples, output_signature={"inputs": spec, "targets": spec})
+'''
+
+
+def test_a_stop_signal_ends_the_trainer_while_its_input_is_still_being_generated(tmp_path):
+    # Destroying a tf.data iterator waits for its in-flight elements, and an element of a Python generator
+    # waits for the GIL held by the thread destroying it: a clean interpreter exit deadlocked whenever a stop
+    # found a generator call in flight (one time in 20 with the algorithmic problems, always here).
+    usr_dir = tmp_path / "slow_problem.py"
+    usr_dir.write_text(SLOW_PROBLEM)
+    args = [sys.executable, "-c", TRAINER, f"--usr_dir={usr_dir}", "--problem=slow_copy",
+            "--hparams_set=transformer_cpu", "--hparams=batch_size=64", f"--output_dir={tmp_path / 'run'}",
+            "--train_steps=10000", "--log_every=1", "--checkpoint_every=10000"]
+    process = subprocess.Popen(args, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    _wait_for_step(process, 2)
+    process.send_signal(signal.SIGINT)
+    try:
+        output = process.communicate(timeout=90)[0]
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError("the interrupted trainer did not end: " + process.communicate()[0][-2000:])
+    assert process.returncode == 130, output
+    assert checkpoints.step_of(_latest(tmp_path / "run")) >= 2 and "checkpoint saved" in output
+
+
 def test_resuming_skips_a_damaged_checkpoint_and_unlists_it(tmp_path):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 

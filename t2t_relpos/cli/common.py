@@ -21,10 +21,21 @@ FAILED = 1  # Not the user's doing (e.g. a lost worker): rerunning the same comm
 INTERRUPTED = 130
 
 
-def fail(prog, message, status=USAGE_ERROR):
-    """Prints `prog: error: message` on stderr and exits with `status` (no traceback)."""
-    sys.stderr.write(f"{prog}: error: {message}\n")
-    sys.stderr.flush()
+def fail(prog, message, status=USAGE_ERROR, immediately=False):
+    """Prints `prog: error: message` on stderr and exits with `status` (no traceback).
+
+    A closed stderr (nobody reads it any more) does not change the status. `immediately` ends the process
+    without Python's clean-up (`os._exit`, after flushing stdout and stderr): for a process whose work is saved
+    and whose remaining objects may not be destroyed safely (see `t2t_relpos.cli.trainer`).
+    """
+    for stream, text in ((sys.stdout, ""), (sys.stderr, f"{prog}: error: {message}\n")):
+        try:
+            stream.write(text)
+            stream.flush()
+        except OSError:
+            pass
+    if immediately:
+        os._exit(status)  # pylint: disable=protected-access
     sys.exit(status)
 
 

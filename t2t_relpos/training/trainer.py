@@ -345,6 +345,11 @@ class Trainer:
         return out
 
     # -- summaries and signals ---------------------------------------------------------------------------
+    def flush_summaries(self):
+        """Writes out the TensorBoard summaries buffered so far (before a process ends without cleaning up)."""
+        for writer in self._writers.values():
+            writer.flush()
+
     def _write_summaries(self, kind, values, step, **extra):
         if kind not in self._writers:
             self._writers[kind] = tf.summary.create_file_writer(f"{self.output_dir}/{kind}")
@@ -359,8 +364,11 @@ class Trainer:
             if self._stop_signal is not None:
                 raise KeyboardInterrupt
             self._stop_signal = signum
-            print("\nStopping after this step (signal again to abort without saving)...", file=sys.stderr,
-                  flush=True)
+            try:
+                print("\nStopping after this step (signal again to abort without saving)...", file=sys.stderr,
+                      flush=True)
+            except OSError:  # A closed pipe (the `| tee` got the same Ctrl-C): the checkpoint matters more.
+                pass
 
         try:
             return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -424,18 +432,26 @@ class _Progress:
         shown = [("loss", values["loss"]), ("accuracy", values["accuracy"]), ("lr", learning_rate),
                  ("tok/s", values["tokens_per_second"])]
         if self.bar is not None:
-            self.bar.update(step, values=shown)
+            self._show(lambda: self.bar.update(step, values=shown))
         elif step % self.log_every == 0 or step == self.total:
             text = "  ".join(f"{name} {value:.4g}" for name, value in shown)
-            print(f"step {step}/{self.total}  {text}", flush=True)
+            self._show(lambda: print(f"step {step}/{self.total}  {text}", flush=True))
 
     def note(self, text):
         if self.verbose:
-            print(("\n" if self.interactive else "") + text, flush=True)
+            self._show(lambda: print(("\n" if self.interactive else "") + text, flush=True))
 
     def close(self):
         if self.interactive:
-            print(flush=True)
+            self._show(lambda: print(flush=True))
+
+    def _show(self, write):
+        """Runs `write`; if nobody reads the output any more (a closed pipe), training goes on silently."""
+        try:
+            write()
+        except OSError:
+            self.verbose = self.interactive = False
+            self.bar = None
 
 
 def _format(metrics):
