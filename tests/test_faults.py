@@ -263,7 +263,7 @@ def test_concurrent_datagen_on_one_data_dir(tmp_path):
     assert not [name for name in os.listdir(tmp_path / "data") if ".incomplete" in name]
 
 
-def test_a_lost_worker_ends_the_survivor_with_one_line(tmp_path):
+def _two_workers(run_dir, code="import t2t_relpos.cli.trainer as m; m.run()"):
     from test_training import _free_ports  # pylint: disable=import-outside-toplevel
 
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
@@ -271,11 +271,15 @@ def test_a_lost_worker_ends_the_survivor_with_one_line(tmp_path):
     for index in range(2):
         config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         processes.append(subprocess.Popen(
-            [sys.executable, "-c", "import t2t_relpos.cli.trainer as m; m.run()", *TRAINER, "--log_every=1",
-             f"--output_dir={tmp_path / 'run'}", "--train_steps=100000", "--distribution=multi_worker"],
+            [sys.executable, "-c", code, *TRAINER, "--log_every=1", f"--output_dir={run_dir}",
+             "--train_steps=100000", "--distribution=multi_worker"],
             env=dict(os.environ, PYTHONUNBUFFERED="1", TF_CONFIG=json.dumps(config)), text=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-    survivor, lost = processes
+    return processes
+
+
+def test_a_lost_worker_ends_the_survivor_with_one_line(tmp_path):
+    survivor, lost = processes = _two_workers(tmp_path / "run")
     try:
         deadline = time.time() + 300
         for line in survivor.stdout:
@@ -295,3 +299,32 @@ def test_a_lost_worker_ends_the_survivor_with_one_line(tmp_path):
     assert output.rstrip().splitlines()[-1].startswith("t2t-relpos-trainer: error: lost contact with another "
                                                        "worker"), output
     assert "start every worker again with the same command" in output
+
+
+def test_a_worker_silent_past_the_heartbeat_timeout_ends_the_run_at_once(tmp_path):
+    # The coordination service declares a worker that sent no heartbeat for the timeout (60 s; 2 s here) dead
+    # and aborts every collective: both workers end with the lost-contact line, within seconds. (Once, before
+    # they ended without Python's clean-up, such a run hung for over 400 s after the error.)
+    code = ("import t2t_relpos.training.strategy as s; s.HEARTBEAT_TIMEOUT_SECONDS = 2; "
+            "import t2t_relpos.cli.trainer as m; m.run()")
+    processes = _two_workers(tmp_path / "run", code)
+    try:
+        deadline = time.time() + 300
+        for line in processes[1].stdout:
+            if line.startswith("step 2/") or time.time() > deadline:
+                break
+        processes[1].send_signal(signal.SIGSTOP)  # Not the worker that hosts the coordination service.
+        time.sleep(8)
+        processes[1].send_signal(signal.SIGCONT)
+        began = time.time()
+        outputs = [p.communicate(timeout=120)[0] for p in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    assert time.time() - began < 30, outputs
+    for process, output in zip(processes, outputs):
+        assert process.returncode == 1, output
+        assert output.rstrip().splitlines()[-1].startswith("t2t-relpos-trainer: error: lost contact with another "
+                                                           "worker"), output

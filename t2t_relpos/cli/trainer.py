@@ -120,7 +120,9 @@ def train(strategy, hparams, problem, model_name):
         common.fail("t2t-relpos-trainer", str(e), status=common.INTERRUPTED,
                     immediately=not strategy_lib.is_multi_worker(strategy))
     except trainer_lib.WorkerLost as e:
-        common.fail("t2t-relpos-trainer", str(e), status=common.FAILED)
+        # The same input pipeline is left behind, and the shutdown barrier would wait for the lost worker.
+        trainer.flush_summaries()
+        common.fail("t2t-relpos-trainer", str(e), status=common.FAILED, immediately=True)
     if metrics:
         print("Final evaluation: " + "  ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())), flush=True)
     if FLAGS.export and trainer.is_chief:
