@@ -4,6 +4,7 @@ the same; what CTranslate2 cannot express is refused in one line."""
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from keras import ops
 
 from t2t_relpos import registry
@@ -82,15 +83,19 @@ def test_greedy_and_beam_outputs_equal_the_package_search(trained, corpus, tmp_p
     _, _, encoder, pairs = corpus
     translator = exported(trained, corpus, tmp_path)
     texts = [s for s, _ in pairs["test"][:6]] + [s for s, _ in pairs["eval"][:4]]
-    finished = 0
-    for text in texts:
-        source = encoder.encode(text) + [1]
-        max_length = len(source) + EXTRA
-        greedy_ids, _ = search.greedy(trained, np.array([source], np.int32), max_length)
-        beam_ids, _ = search.beam_search(trained, np.array([source], np.int32), max_length, beam_size=4, alpha=0.0)
-        ours = {"greedy": ids_until_eos(ops.convert_to_numpy(greedy_ids)[0]),
-                "beam": ids_until_eos(ops.convert_to_numpy(beam_ids)[0, 0])}
-        finished += 1 in ops.convert_to_numpy(greedy_ids)[0]
+    sources = [encoder.encode(text) + [1] for text in texts]
+    # One batch, each row limited to its own source length + EXTRA (batched rows decode as they do alone).
+    limits = [len(source) + EXTRA for source in sources]
+    inputs, lengths = batch(sources), np.array(limits, np.int32)
+    # In a graph, as the decoder runs them (eager steps took most of this test's time).
+    greedy = tf.function(lambda: search.greedy(trained, inputs, max(limits), lengths=lengths))
+    beam = tf.function(lambda: search.beam_search(trained, inputs, max(limits), beam_size=4, alpha=0.0,
+                                                  lengths=lengths))
+    (greedy_ids, _), (beam_ids, _) = greedy(), beam()
+    greedy_ids, beam_ids = ops.convert_to_numpy(greedy_ids), ops.convert_to_numpy(beam_ids)
+    finished = sum(1 in row for row in greedy_ids)
+    for row, (text, max_length) in enumerate(zip(texts, limits)):
+        ours = {"greedy": ids_until_eos(greedy_ids[row]), "beam": ids_until_eos(beam_ids[row, 0])}
         for name, beam_size in (("greedy", 1), ("beam", 4)):
             result = translator.translate_batch([tokens(encoder, text)], beam_size=beam_size, length_penalty=0.0,
                                                 max_decoding_length=max_length, min_decoding_length=0)[0]
