@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/babi.py --data_dir ../shared/data/babi [--subset 1k]
         [--models adaptive_universal_transformer_babi:facts,...] [--seeds 1,2] [--train_steps 20000]
-        [--hparams layer_prepostprocess_dropout=0.3,...] [--jobs 2] [--write]
+        [--hparams '' --hparams layer_prepostprocess_dropout=0.3,...] [--jobs 2] [--write]
 
 Each (hparams set, input layout, seed) trains with `t2t-relpos-trainer` on `babi_qa_<layout>_all_tasks_<subset>`
 (all 20 tasks jointly; every 10th training story held out for validation), then `t2t-relpos-decoder` answers the
@@ -12,7 +12,8 @@ with the mean, the failed tasks (error > 5%) and the paper's row. Runs live in `
 whose checkpoint has reached `--train_steps` is only decoded again if its results are missing, so raising
 `--train_steps` continues every run where it stopped; the table picks the best seed over every run of a model
 in `--work_dir` at those steps, those of earlier invocations included. `--hparams` overrides make runs (and table
-columns) of their own. `--ponder_plot` draws the ponder time per fact of the first qa3 test story for the
+columns) of their own; repeat the flag to train and compare several variants in one table (`--hparams ''` is the
+sets as they are, the default). `--ponder_plot` draws the ponder time per fact of the first qa3 test story for the
 adaptive models (the paper's Figure 3). Without the data the script says where to put it and exits.
 """
 
@@ -44,14 +45,20 @@ def run_name(hparams_set, layout, seed, hparams=""):
     return f"{hparams_set}_{layout}{changed}_s{seed}"
 
 
+def planned_runs(models, variants, seeds):
+    """(hparams_set, layout, seed, overrides) of every run: each model, `--hparams` variant ([''] if none), seed."""
+    return [(*pair.split(":"), int(seed), hparams) for pair in models.split(",") for hparams in variants or [""]
+            for seed in seeds.split(",")]
+
+
 def model_key(result):
     """What the table compares: the hparams set, the input layout and the `--hparams` overrides of a run."""
     return result["hparams_set"], result["layout"], result.get("hparams", "")
 
 
-def run_one(hparams_set, layout, seed, args):
+def run_one(hparams_set, layout, seed, hparams, args):
     """Trains (or resumes) one run and decodes validation and test: {"eval": {task: error}, "test": ..., ...}."""
-    run_dir = os.path.join(args.work_dir, run_name(hparams_set, layout, seed, args.hparams))
+    run_dir = os.path.join(args.work_dir, run_name(hparams_set, layout, seed, hparams))
     log = run_dir + ".log"
     saved = os.path.join(run_dir, "result.json")
     if os.path.exists(saved):
@@ -62,8 +69,7 @@ def run_one(hparams_set, layout, seed, args):
     problem = f"babi_qa_{layout}_all_tasks_{args.subset}"
     # The sets read the answer at the last position, the question of the facts layout; concat puts it first.
     readout = ["classifier_readout=first"] if layout == "concat" else []
-    overrides = [f"--hparams={','.join(readout + ([args.hparams] if args.hparams else []))}"] if (
-        readout or args.hparams) else []
+    overrides = [f"--hparams={','.join(readout + ([hparams] if hparams else []))}"] if readout or hparams else []
     began = time.perf_counter()
     try:
         trained = common.run_cli(
@@ -79,7 +85,7 @@ def run_one(hparams_set, layout, seed, args):
     from t2t_relpos.problems import babi_text  # pylint: disable=import-outside-toplevel  # No TensorFlow.
 
     result = {"train_steps": args.train_steps, "hparams_set": hparams_set, "layout": layout, "seed": seed,
-              "hparams": args.hparams, "story_facts": babi_text.STORY_FACTS if layout == "facts" else None,
+              "hparams": hparams, "story_facts": babi_text.STORY_FACTS if layout == "facts" else None,
               "train_seconds": train_seconds,
               "readout": stored.get("classifier_readout", "mean"), "batch_size": stored.get("batch_size")}
     ponder = PONDER.findall(trained)
@@ -195,8 +201,9 @@ def main(argv=None):
     parser.add_argument("--subset", choices=sorted(PAPER), default="1k")
     parser.add_argument("--models", default=DEFAULT_MODELS, help="comma-separated hparams_set:layout pairs")
     parser.add_argument("--seeds", default="1")
-    parser.add_argument("--hparams", default="", help="overrides for every model (e.g. layer_prepostprocess_dropout="
-                        "0.3): runs of their own, a column of their own")
+    parser.add_argument("--hparams", action="append", help="overrides for every model (e.g. layer_prepostprocess_dropout="
+                        "0.3): runs of their own, a column of their own; repeat for several variants ('' for the "
+                        "sets as they are)")
     parser.add_argument("--train_steps", type=int, default=20000)
     parser.add_argument("--checkpoint_every", type=int, default=500)
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (each on one thread if > 1)")
@@ -212,18 +219,17 @@ def main(argv=None):
     args.work_dir = os.path.join(args.work_dir, args.subset)
     os.makedirs(args.work_dir, exist_ok=True)
     began = time.perf_counter()
-    runs = [(pair.split(":")[0], pair.split(":")[1], int(seed)) for pair in args.models.split(",")
-            for seed in args.seeds.split(",")]
+    runs = planned_runs(args.models, args.hparams, args.seeds)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(run_one, *run, args) for run in runs]
         results = []
         for run, future in zip(runs, futures):
             results.append(future.result())
-            print(run_name(*run, args.hparams), f"validation {_mean(results[-1]['eval']):.2f}%",
+            print(run_name(*run), f"validation {_mean(results[-1]['eval']):.2f}%",
                   f"test {_mean(results[-1]['test']):.2f}%", flush=True)
     # Seeds trained earlier to the same steps (by another invocation) count too: the best is picked over all.
     done = {(*model_key(r), r["seed"]) for r in results}
-    results += [r for r in finished_runs(args, {(*run[:2], args.hparams) for run in runs})
+    results += [r for r in finished_runs(args, {(*run[:2], run[3]) for run in runs})
                 if (*model_key(r), r["seed"]) not in done]
     text = report(results, args, time.perf_counter() - began)
     print(text)

@@ -76,6 +76,11 @@ def test_babi_training_time_adds_up_over_invocations_and_earlier_seeds_count(tmp
     assert [r["seed"] for r in babi.finished_runs(args, {("set", "facts", "relu_dropout=0.3")})] == [1]
     both = babi.report(babi.finished_runs(args, {("set", "facts", ""), ("set", "facts", "relu_dropout=0.3")}), args, 1)
     assert "`set` (facts, relu_dropout=0.3)" in both and " 2 (1) |" in both
+    # Repeated --hparams: every model trains every variant (none given: the sets as they are).
+    assert babi.planned_runs("a:facts,b:concat", ["", "relu_dropout=0.3"], "1") == [
+        ("a", "facts", 1, ""), ("a", "facts", 1, "relu_dropout=0.3"), ("b", "concat", 1, ""),
+        ("b", "concat", 1, "relu_dropout=0.3")]
+    assert babi.planned_runs("a:facts", None, "1,2") == [("a", "facts", 1, ""), ("a", "facts", 2, "")]
 
 
 def _result(bleu, loss=2.0, train_s=600.0):
