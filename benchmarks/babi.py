@@ -13,7 +13,8 @@ whose checkpoint has reached `--train_steps` is only decoded again if its result
 `--train_steps` continues every run where it stopped; the table picks the best seed over every run of a model
 in `--work_dir` at those steps, those of earlier invocations included. `--hparams` overrides make runs (and table
 columns) of their own; repeat the flag to train and compare several variants in one table (`--hparams ''` is the
-sets as they are, the default). `--ponder_plot` draws the ponder time per fact of the first qa3 test story for the
+sets as they are, the default). `--report_only` trains nothing and tabulates the finished runs of the models and
+variants named (those missing are left out). `--ponder_plot` draws the ponder time per fact of the first qa3 test story for the
 adaptive models (the paper's Figure 3). Without the data the script says where to put it and exits.
 """
 
@@ -182,8 +183,11 @@ def report(results, args, seconds):
     paper_rows = [[name, f"{error:.2f}", str(failed)] for name, (error, failed) in paper.items()]
     return "\n".join([
         f"## bAbI question answering ({args.subset}, joint training)", "",
-        f"`{common.command_line()}` — {common.today()}, took {seconds / 60:.0f} min (runs kept in `{args.work_dir}` "
-        f"and resumed; {args.jobs} at a time{', each on one TensorFlow thread' if args.jobs > 1 else ''}).  ",
+        f"`{common.command_line()}` — {common.today()}, " + (
+            f"collected from runs in `{args.work_dir}` trained by earlier invocations (their training minutes are "
+            "in the table).  " if getattr(args, "report_only", False) else
+            f"took {seconds / 60:.0f} min (runs kept in `{args.work_dir}` and resumed; {args.jobs} at a time"
+            f"{', each on one TensorFlow thread' if args.jobs > 1 else ''}).  "),
         f"Machine: {common.machine_description()}.", "",
         f"Test error (%) per task after {args.train_steps} steps of joint training on all 20 tasks "
         f"(`babi_qa_<layout>_all_tasks_{args.subset}`; every 10th training story held out for validation), the "
@@ -209,6 +213,9 @@ def main(argv=None):
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (each on one thread if > 1)")
     parser.add_argument("--ponder_plot", action="store_true", help="ponder time per fact of a qa3 story")
     parser.add_argument("--work_dir", default=os.path.join("benchmarks", "runs", "babi"))
+    parser.add_argument("--report_only", action="store_true", help="train nothing: tabulate the runs of these "
+                        "models and variants already in --work_dir at --train_steps (runs trained by separate "
+                        "invocations, in one table)")
     parser.add_argument("--write", action="store_true", help="write the table into benchmarks/README.md")
     args = parser.parse_args(argv)
     first = os.path.join(args.data_dir, "en" if args.subset == "1k" else "en-10k")
@@ -219,7 +226,7 @@ def main(argv=None):
     args.work_dir = os.path.join(args.work_dir, args.subset)
     os.makedirs(args.work_dir, exist_ok=True)
     began = time.perf_counter()
-    runs = planned_runs(args.models, args.hparams, args.seeds)
+    runs = [] if args.report_only else planned_runs(args.models, args.hparams, args.seeds)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(run_one, *run, args) for run in runs]
         results = []
@@ -229,7 +236,8 @@ def main(argv=None):
                   f"test {_mean(results[-1]['test']):.2f}%", flush=True)
     # Seeds trained earlier to the same steps (by another invocation) count too: the best is picked over all.
     done = {(*model_key(r), r["seed"]) for r in results}
-    results += [r for r in finished_runs(args, {(*run[:2], run[3]) for run in runs})
+    wanted = {(*run[:2], run[3]) for run in planned_runs(args.models, args.hparams, args.seeds)}
+    results += [r for r in finished_runs(args, wanted)
                 if (*model_key(r), r["seed"]) not in done]
     text = report(results, args, time.perf_counter() - began)
     print(text)

@@ -9,6 +9,7 @@ import math
 import os
 import platform
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -65,10 +66,10 @@ def today():
 
 
 def command_line():
-    """How this script was invoked, for the record (interpreter path kept relative when it can be)."""
+    """How this script was invoked, as a shell would take it again (interpreter path kept relative when it can be)."""
     python = os.path.relpath(sys.executable)
     python = sys.executable if python.startswith("..") else python
-    return " ".join([python] + sys.argv)
+    return shlex.join([python] + sys.argv)
 
 
 def _clock(fn, number, clocks=(time.perf_counter,)):
