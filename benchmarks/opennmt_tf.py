@@ -590,7 +590,7 @@ def main():
     parser.add_argument("--steps", type=int, default=None, help="Training steps per run (default: 1500 tiny, "
                         "200 base).")
     parser.add_argument("--log_every", type=int, default=None, help="Steps between token counts (divides --steps; "
-                        "default: --steps / 30).")
+                        "default: the largest divisor of --steps up to --steps / 30).")
     parser.add_argument("--warmup_steps", type=int, default=None, help="Steps left out of the training-steps "
                         "figure (default: a tenth of --steps).")
     parser.add_argument("--reps", type=int, default=None, help="Pairs of runs (cores swapped) per encoding "
@@ -612,7 +612,8 @@ def main():
         parser.error("--positions takes relative and/or sinusoid")
     args.steps = args.steps or SHAPE_DEFAULTS[args.shape]["steps"]
     args.reps = args.reps or SHAPE_DEFAULTS[args.shape]["reps"]
-    args.log_every = args.log_every or max(1, args.steps // 30)
+    # By default about 30 token counts per run, every k steps for the largest k <= steps / 30 that divides steps.
+    args.log_every = args.log_every or max(k for k in range(1, max(1, args.steps // 30) + 1) if args.steps % k == 0)
     if args.steps % args.log_every:
         parser.error("--log_every must divide --steps")
     args.warmup_steps = args.steps // 10 if args.warmup_steps is None else args.warmup_steps

@@ -14,3 +14,13 @@ def test_skips_cleanly_without_the_data(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("\n") == 1 and "skipped" in result.stdout and "train.en.gz" in result.stdout
     assert not os.path.exists(tmp_path / "w") and not os.path.exists(tmp_path / "venv")
+
+
+def test_the_base_shape_runs_with_its_default_steps(tmp_path):
+    """--shape base trains 200 steps; its default token-count interval must divide them (it once was 200 // 30 = 6,
+    and the script refused its own defaults before looking for the data)."""
+    result = subprocess.run([sys.executable, _PATH, "--shape=base", f"--multi30k={tmp_path}",
+                             f"--work_dir={tmp_path / 'w'}", f"--opennmt_venv={tmp_path / 'venv'}"],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "skipped" in result.stdout
