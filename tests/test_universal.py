@@ -133,6 +133,22 @@ def test_halting_probability_near_one_takes_one_step():
     np.testing.assert_allclose(got["output"][mask], first_state[mask], atol=1e-5)
 
 
+@pytest.mark.parametrize("first_p, reaches_the_unit", [(0.995, False), (0.98, True)])
+def test_a_position_halting_at_its_first_step_gives_its_halting_unit_no_gradient(first_p, reaches_the_unit):
+    """Why ACT's collapse to one step is permanent (benchmarks/README, bAbI): with p > 1 - epsilon at step 1 the
+    position's only weight is its remainder 1, and its ponder time 1 + 1, neither of which depends on p. Just
+    below the threshold, p weighs the first state and the remainder, so both losses reach the unit."""
+    depth, max_steps = 4, 5
+    states, mask, _, keras_step = _act_problem(depth=depth, max_steps=max_steps)
+    act = _act_layer(depth + max_steps, max_steps, np.zeros(depth + max_steps), np.log(first_p / (1 - first_p)))
+    with tf.GradientTape() as tape:
+        got = act(states, step_fn=keras_step, padding_mask=mask)
+        loss = tf.reduce_sum(got["output"] ** 2) + tf.reduce_sum(got["ponder_times"])
+    grads = tape.gradient(loss, [act.halting_unit.kernel, act.halting_unit.bias])
+    largest = max(np.abs(numpy_of(g)).max() if g is not None else 0.0 for g in grads)
+    assert (largest > 1e-3) == reaches_the_unit, largest
+
+
 def test_halting_probability_near_zero_runs_to_the_maximum_with_its_remainder():
     depth, max_steps = 4, 5
     states, mask, numpy_step, keras_step = _act_problem(depth=depth, max_steps=max_steps)
