@@ -3,6 +3,7 @@
 import importlib.util
 import json
 import os
+import time
 import types
 
 _BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
@@ -45,6 +46,20 @@ def test_length_generalisation_report_puts_paper_rows_beside_ours(tmp_path):
                                                              "8.00"]
     # No log for this pair: the log's cells stay empty; the paper's Transformer addition row is 0.07 / 0.00.
     assert [c.strip() for c in table[3].split("|")[3:9]] == ["", "", "", "0.10", "0.00", "0.07 / 0.00"]
+
+
+def test_babi_training_time_is_recorded_while_the_run_trains(tmp_path):
+    """A run killed with its machine once lost the training time of its whole invocation (the count was written
+    only at the end); the clock now writes it as it goes, and the total at the end."""
+    run_dir = tmp_path / "set_facts_s1"
+    babi._add_train_seconds(str(run_dir), 10.0)  # pylint: disable=protected-access
+    with babi.TrainingClock(str(run_dir), every=0.05) as clock:
+        time.sleep(0.5)
+        recorded = float((run_dir / "train_seconds").read_text())
+        assert 10.2 < recorded < 10.6  # Written while the block runs.
+    assert abs(clock.total - float((run_dir / "train_seconds").read_text())) <= 0.05
+    assert 10.45 < clock.total < 11.5
+    assert not (run_dir / "train_seconds.tmp").exists()
 
 
 def test_babi_training_time_adds_up_over_invocations_and_earlier_seeds_count(tmp_path):
