@@ -24,7 +24,6 @@ import json
 import os
 import re
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -73,7 +72,7 @@ def run_one(hparams_set, layout, seed, hparams, args):
     readout = ["classifier_readout=first"] if layout == "concat" else []
     overrides = [f"--hparams={','.join(readout + ([hparams] if hparams else []))}"] if readout or hparams else []
     began = time.perf_counter()
-    with TrainingClock(run_dir) as clock:  # Resumed runs report their total, killed invocations included.
+    with common.RunClock(run_dir) as clock:  # Resumed runs report their total, killed invocations included.
         trained = common.run_cli(
             "trainer", f"--problem={problem}", f"--hparams_set={hparams_set}", *overrides,
             f"--data_dir={args.data_dir}", f"--output_dir={run_dir}", f"--train_steps={args.train_steps}",
@@ -112,61 +111,6 @@ def load_result(path):
     for split in ("eval", "test"):
         result[split] = {int(task): error for task, error in result.get(split, {}).items()}
     return result
-
-
-def _add_train_seconds(run_dir, seconds):
-    """Adds `seconds` to the run's training time over all its invocations (file `train_seconds`); the total."""
-    total = _train_seconds(run_dir) + seconds
-    _write_train_seconds(run_dir, total)
-    return total
-
-
-def _train_seconds(run_dir):
-    path = os.path.join(run_dir, "train_seconds")
-    if not os.path.exists(path):
-        return 0.0
-    with open(path, encoding="utf-8") as f:
-        return float(f.read())
-
-
-def _write_train_seconds(run_dir, total):
-    path = os.path.join(run_dir, "train_seconds")
-    os.makedirs(run_dir, exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(f"{total:.1f}\n")
-    os.replace(path + ".tmp", path)  # A kill mid-write leaves the old total, never a truncated one.
-
-
-class TrainingClock:
-    """Adds the wall time spent inside the block to the run's `train_seconds` as it passes, every `every` seconds
-    and at the end: an invocation killed with its machine (no clean-up runs) loses at most `every` seconds of
-    the count instead of all of it. `total` is the run's total once the block has ended."""
-
-    def __init__(self, run_dir, every=60.0):
-        self.run_dir, self.every, self.total = run_dir, every, None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._tick, daemon=True)
-        self._earlier = self._began = None
-
-    def __enter__(self):
-        self._earlier, self._began = _train_seconds(self.run_dir), time.perf_counter()
-        self._thread.start()
-        return self
-
-    def _tick(self):
-        while not self._stop.wait(self.every):
-            self._record()
-
-    def _record(self):
-        total = self._earlier + time.perf_counter() - self._began
-        _write_train_seconds(self.run_dir, total)
-        return total
-
-    def __exit__(self, *exc_info):
-        self._stop.set()
-        self._thread.join()  # No tick writes after the final total.
-        self.total = self._record()
-        return False
 
 
 def finished_runs(args, models):

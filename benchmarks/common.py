@@ -13,6 +13,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from importlib import metadata
 
@@ -199,6 +200,56 @@ def run_cli(module, *args, log, threads=0):
     if proc.returncode != 0:
         raise RuntimeError(f"{module} failed ({proc.returncode}); see {log}")
     return proc.stdout
+
+
+def _run_seconds(run_dir):
+    """A run's training seconds so far, over all its invocations (file `train_seconds` in its directory)."""
+    path = os.path.join(run_dir, "train_seconds")
+    if not os.path.exists(path):
+        return 0.0
+    with open(path, encoding="utf-8") as f:
+        return float(f.read())
+
+
+def _write_run_seconds(run_dir, total):
+    path = os.path.join(run_dir, "train_seconds")
+    os.makedirs(run_dir, exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(f"{total:.3f}\n")
+    os.replace(path + ".tmp", path)  # A kill mid-write leaves the old total, never a truncated one.
+
+
+class RunClock:
+    """Adds the wall time spent inside the block to a run's `train_seconds` as it passes, every `every` seconds
+    and at the end, so that a run trained over several invocations reports its total, and an invocation killed
+    with its machine (no clean-up runs) loses at most `every` seconds of the count. `total` is the run's total
+    once the block has ended."""
+
+    def __init__(self, run_dir, every=60.0):
+        self.run_dir, self.every, self.total = run_dir, every, None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, daemon=True)
+        self._earlier = self._began = None
+
+    def __enter__(self):
+        self._earlier, self._began = _run_seconds(self.run_dir), time.perf_counter()
+        self._thread.start()
+        return self
+
+    def _tick(self):
+        while not self._stop.wait(self.every):
+            self._record()
+
+    def _record(self):
+        total = self._earlier + time.perf_counter() - self._began
+        _write_run_seconds(self.run_dir, total)
+        return total
+
+    def __exit__(self, *exc_info):
+        self._stop.set()
+        self._thread.join()  # No tick writes after the final total.
+        self.total = self._record()
+        return False
 
 
 def replace_section(name, text, path=README):

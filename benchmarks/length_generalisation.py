@@ -70,19 +70,22 @@ def run_one(task, model, args):
         if previous["setting"] == setting:
             return tuple(previous["result"])
     threads = 1 if args.jobs > 1 else 0
+    # Checkpoints every 1000 steps: a run stopped midway resumes (raising --train_steps continues it too), and
+    # its training time is the total over the invocations that trained it.
+    with common.RunClock(run_dir) as clock:
+        trained = common.run_cli(
+            "trainer", f"--problem=algorithmic_{task}_decimal40", f"--hparams_set={MODELS[model]}",
+            f"--output_dir={run_dir}", f"--train_steps={args.train_steps}", "--eval_steps=4",
+            f"--checkpoint_every={min(1000, args.train_steps)}", "--log_every=500", "--seed=1", log=log,
+            threads=threads)
     began = time.perf_counter()
-    # Checkpoints every 1000 steps: a run stopped midway resumes (raising --train_steps continues it too).
-    trained = common.run_cli(
-        "trainer", f"--problem=algorithmic_{task}_decimal40", f"--hparams_set={MODELS[model]}",
-        f"--output_dir={run_dir}", f"--train_steps={args.train_steps}", "--eval_steps=4",
-        f"--checkpoint_every={min(1000, args.train_steps)}", "--log_every=500", "--seed=1", log=log, threads=threads)
     decoded = common.run_cli(
         "decoder", f"--output_dir={run_dir}", "--decode_split=eval",
         "--decode_to_file=" + os.path.join(run_dir, "decoded_eval.txt"),
         f"--decode_hparams=beam_size=1,batch_size=50,num_samples={args.num_samples}", log=log, threads=threads)
     char, seq = (float(v) for v in ACCURACY.search(decoded).groups())
     ponder = PONDER.findall(trained)
-    result = (char, seq, time.perf_counter() - began, float(ponder[-1]) if ponder else None)
+    result = (char, seq, clock.total + time.perf_counter() - began, float(ponder[-1]) if ponder else None)
     with open(saved, "w", encoding="utf-8") as f:
         json.dump({"setting": setting, "result": result}, f)
     return result
@@ -127,7 +130,8 @@ def report(results, args, seconds):
         f"UTs pre-norm), decode the first {args.num_samples} evaluation strings (length 1-400) greedily: char and "
         "seq accuracy over all of them, and char accuracy of those of lengths 11-40 (inside the training lengths) "
         f"and 201-400; {args.jobs} pair(s) at a time"
-        f"{', each on one TensorFlow thread' if args.jobs > 1 else ''}; minutes: the pair's wall time. The paper's "
+        f"{', each on one TensorFlow thread' if args.jobs > 1 else ''}; minutes: the pair's wall time (training "
+        "over all the invocations that trained it, and the last decoding). The paper's "
         "rows are its base-size models trained to convergence: a reference for the trend, not a like-for-like "
         "comparison.", "",
         common.markdown_table(headers, rows, align="llrrrrrrrr")])
