@@ -8,7 +8,8 @@ TensorFlow thread so that the figures are per core), takes `--warmup_steps` step
 the first length buckets), then times `--steps` steps: median step time, and non-padding source + target tokens
 per CPU-second and per wall second. With `--profile_steps` > 0 it records that many further steps with
 `tf.profiler` and prints the ops with the largest self time per step (host ops; the idle threads and the
-input pipeline's iterator ops, which run beside the step, are left out). Turning the profile into a table needs
+input pipeline's iterator ops, which run beside the step, are left out). It says how much of the profiled steps' time the ranked ops
+cover; `--host_tracer_level 3` traces more of the small kernels. Turning the profile into a table needs
 the `xprof` package (`pip install xprof`); without it only the timings are printed. Nothing is written outside
 `--work_dir`.
 """
@@ -94,6 +95,9 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--profile_steps", type=int, default=100)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--host_tracer_level", type=int, default=2, choices=(1, 2, 3),
+                        help="tf.profiler's host tracer level: 2 is TensorFlow's default, 3 traces more of the "
+                             "small kernels (Mul, RealDiv, ...) that 2 leaves out")
     parser.add_argument("--work_dir", default=None, help="default: a temporary directory, removed afterwards")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as scratch:
@@ -109,15 +113,19 @@ def main(argv=None):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
         profile_dir = os.path.join(work_dir, "profile")
-        tf.profiler.experimental.start(profile_dir)
-        take_steps(step, iterator, args.profile_steps)
+        tf.profiler.experimental.start(profile_dir, options=tf.profiler.experimental.ProfilerOptions(
+            host_tracer_level=args.host_tracer_level, python_tracer_level=0, device_tracer_level=0))
+        profiled, _, _ = take_steps(step, iterator, args.profile_steps)
         tf.profiler.experimental.stop()
         table = op_table(profile_dir, args.profile_steps, args.top)
         if table is None:
             print("(pip install xprof to rank the profiled ops; the raw profile is in --work_dir)")
             return 0
         busy, rows, by_type = table
-        print(f"busy host time {busy:.1f} ms per step; the ops with the most self time:")
+        step_ms = sum(profiled) * 1000 / len(profiled)
+        print(f"busy host time {busy:.1f} ms per step, {busy / step_ms:.0%} of the profiled steps' {step_ms:.1f} ms "
+              "(the rest is not in the op statistics: XLA-compiled clusters, untraced kernels); the ops with the most "
+              "self time:")
         for kind, name, ms, share in rows:
             print(f"  {ms:7.2f} ms  {share:6.1%}  {kind:<26} {name[:90]}")
         print("by op type: " + ", ".join(f"{kind} {ms:.1f}" for kind, ms in by_type))
