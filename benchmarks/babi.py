@@ -212,7 +212,8 @@ def main(argv=None):
     args.work_dir = os.path.join(args.work_dir, args.subset)
     os.makedirs(args.work_dir, exist_ok=True)
     began = time.perf_counter()
-    runs = [] if args.report_only else planned_runs(args.models, args.hparams, args.seeds)
+    plan = planned_runs(args.models, args.hparams, args.seeds)
+    runs = [] if args.report_only else plan
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(run_one, *run, args) for run in runs]
         results = []
@@ -222,8 +223,7 @@ def main(argv=None):
                   f"test {_mean(results[-1]['test']):.2f}%", flush=True)
     # Seeds trained earlier to the same steps (by another invocation) count too: the best is picked over all.
     done = {(*model_key(r), r["seed"]) for r in results}
-    wanted = {(*run[:2], run[3]) for run in planned_runs(args.models, args.hparams, args.seeds)}
-    results += [r for r in finished_runs(args, wanted)
+    results += [r for r in finished_runs(args, {(*run[:2], run[3]) for run in plan})
                 if (*model_key(r), r["seed"]) not in done]
     text = report(results, args, time.perf_counter() - began)
     print(text)
