@@ -4,6 +4,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")  # As the command-line tools do (t2t_relpos/cli/common.py).
 
 import pytest  # pylint: disable=wrong-import-position
 

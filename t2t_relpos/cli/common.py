@@ -8,6 +8,13 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow is first imported.
+# TensorFlow's CPU allocator by default takes every tensor from malloc and gives it back, and glibc returns
+# large blocks to the system at once: the next step maps the memory again and the kernel zeroes it page by
+# page. A width-64 Universal Transformer run spent 43% of its CPU time in the kernel that way (200 M page
+# faults in 40 minutes). The BFC allocator keeps freed memory for reuse: the same training, bit for bit, with
+# 0.5 M instead of 16 M faults and a third less CPU time. Read when TensorFlow makes its first CPU tensor;
+# TF_CPU_ALLOCATOR_USE_BFC=false in the environment keeps the default.
+os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 from absl import app  # pylint: disable=wrong-import-position
 from absl import flags  # pylint: disable=wrong-import-position
