@@ -14,7 +14,8 @@ warm-up), on Multi30k English->German training text in the same SentencePiece vo
 separate process pinned to one core (`sched_setaffinity`) with TensorFlow's intra- and inter-op pools at one
 thread (`TF_NUM_INTRAOP_THREADS` / `TF_NUM_INTEROP_THREADS`, and OpenNMT-tf's own
 `--intra_op_parallelism_threads 1 --inter_op_parallelism_threads 1`). The two run at the same time on two cores,
-then again with the cores swapped; --reps repeats both.
+then again with the cores swapped; --reps repeats both. --allocator picks TensorFlow's CPU allocator: by default
+each toolkit's own (ours BFC, OpenNMT-tf TensorFlow's malloc-backed default), or the same one in both.
 
 The data. `translate_small.prepare_data` (t2t-relpos-datagen, `translate_local`, a shared SentencePiece model of
 --vocab_size pieces) prepares ours. OpenNMT-tf gets the same training pairs (those with both sides non-empty, as
@@ -77,6 +78,11 @@ SAME_BUCKETS = "min_length_bucket=1,length_bucket_step=1.001"
 SHUFFLE_BUFFER = 1024  # Our pipeline's training shuffle buffer (t2t_relpos.data.pipeline.DEFAULT_SHUFFLE_BUFFER).
 _MARK = "TOKENS_SO_FAR "
 ONE_THREAD = {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", "OMP_NUM_THREADS": "1"}
+# TensorFlow's CPU allocator per toolkit (TF_CPU_ALLOCATOR_USE_BFC; None leaves the variable unset). Our
+# command-line tools choose BFC unless told otherwise; TensorFlow, and so OpenNMT-tf, default to malloc.
+ALLOCATORS = {"shipped": {"ours": None, "theirs": "false"},
+              "bfc": {"ours": "true", "theirs": "true"},
+              "tensorflow": {"ours": "false", "theirs": "false"}}
 
 # The wrappers: each runs its toolkit's console entry point as it is, after wrapping the method that receives
 # the per-step token counts so that the running totals are printed with the process's CPU and wall time.
@@ -335,12 +341,20 @@ def prepare_opennmt_data(data_dir, multi30k, out_dir, steps, budget, seed=1):
 
 
 # -- runs ---------------------------------------------------------------------------------------------------------
+def toolkit_environment(name, allocator):
+    """The environment of toolkit `name`'s runs: one thread, quiet, no GPU, the --allocator's CPU allocator."""
+    env = dict(os.environ, **ONE_THREAD, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    env.pop("TF_CPU_ALLOCATOR_USE_BFC", None)
+    if ALLOCATORS[allocator][name] is not None:
+        env["TF_CPU_ALLOCATOR_USE_BFC"] = ALLOCATORS[allocator][name]
+    return env
+
+
 def launch(command, log_path, core, env):
-    """Starts `command` pinned to `core`, output to `log_path`; returns (Popen, start time)."""
+    """Starts `command` pinned to `core` in environment `env`, output to `log_path`; returns (Popen, start)."""
     log = open(log_path, "w", encoding="utf-8")  # pylint: disable=consider-using-with  # Closed by finish().
     pin = (lambda: os.sched_setaffinity(0, {core})) if core is not None else None
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True, preexec_fn=pin,
-                               env=dict(os.environ, **env))
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True, preexec_fn=pin, env=env)
     process.log_file = log
     return process, time.perf_counter()
 
@@ -409,7 +423,7 @@ def commands(args, hp, positions, data_dir, files, run_dir, venv):
             "config": config, "model_text": model_file_text(hp)}
 
 
-def run_pair(plan, run_dir, cores):
+def run_pair(plan, run_dir, cores, allocator):
     """Runs ours on cores[0] and theirs on cores[1] at the same time (one after the other on a single core)."""
     shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir)
@@ -417,16 +431,16 @@ def run_pair(plan, run_dir, cores):
         f.write(plan["model_text"])
     with open(plan["config_path"], "w", encoding="utf-8") as f:
         f.write(to_yaml(plan["config"]) + "\n")
-    env = dict(ONE_THREAD, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    env = {name: toolkit_environment(name, allocator) for name in ("ours", "theirs")}
     logs = {name: os.path.join(run_dir, f"{name}.log") for name in ("ours", "theirs")}
     results = {}
     if len(cores) > 1:
-        started = {name: launch(plan[name], logs[name], core, env) for name, core in zip(("ours", "theirs"), cores)}
+        started = {name: launch(plan[name], logs[name], core, env[name]) for name, core in zip(("ours", "theirs"), cores)}
         for name, (process, began) in started.items():
             results[name] = finish(process, began, logs[name])
     else:
         for name in ("ours", "theirs"):
-            process, began = launch(plan[name], logs[name], cores[0] if cores else None, env)
+            process, began = launch(plan[name], logs[name], cores[0] if cores else None, env[name])
             results[name] = finish(process, began, logs[name])
     return results
 
@@ -461,7 +475,7 @@ def benchmark(args, venv):
                     runs[positions]["plan"] = plan
                 print(f"[rep {rep + 1}/{args.reps}] {positions}: ours on core {pair_cores[0]}, OpenNMT-tf on core "
                       f"{pair_cores[-1]}", flush=True)
-                result = run_pair(plan, run_dir, pair_cores)
+                result = run_pair(plan, run_dir, pair_cores, args.allocator)
                 measured = {k: measure(v, args.steps, args.warmup_steps) for k, v in result.items()}
                 runs[positions]["results"].append(measured)
                 print("    " + "; ".join(f"{k} {v['steady_cpu']:,.0f} tok/CPU-s ({v['tokens_per_step']:,.0f} "
@@ -521,6 +535,7 @@ on both sides), counted from the batches' per-step counts. "Training steps" cove
 {window[0]}-{window[1]} (CPU time of the process, all threads); "whole run" divides all tokens by the
 process's CPU seconds, start-up, data loading and checkpoints included; tokens / wall s is over the same
 steps as the first column. Median (range) over the runs; the ratios pair runs made at the same time.
+TensorFlow's CPU allocator (`--allocator {args.allocator}`): {ALLOCATOR_TEXT[args.allocator]}.
 
 {format_table(runs)}
 
@@ -539,6 +554,13 @@ point and prints the token counts, see the script):
 
 {commands_text}
 """
+
+
+ALLOCATOR_TEXT = {
+    "shipped": "each toolkit's own default, BFC for ours (the command-line tools set "
+               "`TF_CPU_ALLOCATOR_USE_BFC=true`), TensorFlow's malloc-backed one for OpenNMT-tf",
+    "bfc": "BFC in both (`TF_CPU_ALLOCATOR_USE_BFC=true`)",
+    "tensorflow": "TensorFlow's default, malloc-backed, in both (`TF_CPU_ALLOCATOR_USE_BFC=false`)"}
 
 
 def differences(args, runs):
@@ -605,6 +627,9 @@ def main():
     parser.add_argument("--multi30k", default=translate_small.DEFAULT_MULTI30K)
     parser.add_argument("--work_dir", default=os.path.join(_HERE, "runs", "opennmt_tf"))
     parser.add_argument("--vocab_size", type=int, default=4000)
+    parser.add_argument("--allocator", choices=sorted(ALLOCATORS), default="shipped",
+                        help="TensorFlow's CPU allocator: shipped: each toolkit's default (ours BFC, OpenNMT-tf "
+                        "malloc); bfc: BFC in both; tensorflow: malloc in both.")
     parser.add_argument("--write", action="store_true", help="Record the results in benchmarks/README.md.")
     args = parser.parse_args()
     args.positions = [p for p in args.positions.split(",") if p]
@@ -630,7 +655,9 @@ def main():
     text = report(args, runs, stats, versions, log, time.perf_counter() - began)
     print(text)
     if args.write:
-        common.replace_section(f"opennmt_tf_{args.shape}" if args.shape != "tiny" else "opennmt_tf", text)
+        section = "opennmt_tf" + (f"_{args.shape}" if args.shape != "tiny" else "") + (
+            f"_{args.allocator}" if args.allocator != "shipped" else "")
+        common.replace_section(section, text)
         print(f"Wrote the results to {common.README}")
     return 0
 
