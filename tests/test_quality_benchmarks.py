@@ -105,6 +105,32 @@ def test_babi_training_time_adds_up_over_invocations_and_earlier_seeds_count(tmp
     assert babi.planned_runs("a:facts", None, "1,2") == [("a", "facts", 1, ""), ("a", "facts", 2, "")]
 
 
+def test_babi_10k_takes_a_missing_training_file_from_the_1k_set(tmp_path):
+    # The public copy of the data has no 10k training file for qa3: the 1k one stands in, the rest is the 10k set.
+    from t2t_relpos.problems import babi_text  # pylint: disable=import-outside-toplevel
+
+    data = tmp_path / "babi"
+    for folder, tasks in (("en", range(1, 21)), ("en-10k", [t for t in range(1, 21) if t != 3])):
+        (data / folder).mkdir(parents=True)
+        for task in tasks:
+            for split in ("train", "test"):
+                (data / folder / f"qa{task}_{babi_text.TASKS[task]}_{split}.txt").write_text(f"{folder} {split}\n")
+    (data / "en-10k" / f"qa3_{babi_text.TASKS[3]}_test.txt").write_text("en-10k test\n")
+    args = types.SimpleNamespace(data_dir=str(data), subset="10k", work_dir=str(tmp_path / "runs"))
+    linked, stand_ins = babi.complete_data_dir(args)
+    assert stand_ins == [3]
+    read = lambda task, split: open(babi_text.task_file(linked, "10k", task, split), encoding="utf-8").read()
+    assert read(3, "train") == "en train\n" and read(3, "test") == "en-10k test\n"
+    assert read(1, "train") == "en-10k train\n"
+    assert babi.complete_data_dir(args) == (linked, [3])  # A second invocation finds the links there.
+    # Complete data, or the 1k subset, is read where it is.
+    args.subset = "1k"
+    assert babi.complete_data_dir(args) == (str(data), [])
+    args.stand_ins = [3]
+    assert "taken from the 1k set instead: qa3." in babi.report([], types.SimpleNamespace(
+        **{**vars(args), "subset": "10k", "train_steps": 1, "jobs": 1}), 1.0)
+
+
 def _result(bleu, loss=2.0, train_s=600.0):
     signature = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
     return {"bleu": {"13a": (bleu, signature), "intl": (bleu + 0.1, signature.replace("13a", "intl"))},
