@@ -1,14 +1,16 @@
 """Length generalisation, the Universal Transformer paper's protocol (its Table 4), through the real CLIs.
 
     .venv/bin/python benchmarks/length_generalisation.py [--tasks identity,reverse,addition]
-        [--models transformer,transformer_rel,...] [--train_steps 3000] [--num_samples 200] [--write]
+        [--models transformer,transformer_rel,...] [--train_steps 3000] [--num_samples 200] [--report_only]
+        [--write]
 
 Each (task, model) pair trains with `t2t-relpos-trainer` on decimal strings of length <= 40
 (`algorithmic_<task>_decimal40`) for the same number of steps, then `t2t-relpos-decoder --decode_split=eval`
 greedily decodes the first `--num_samples` evaluation strings (lengths 1-400, uniform) and reports char and
 sequence accuracy. Runs live in `--work_dir` (kept: a finished pair's `result.json` is reused when its steps and
 samples match; an unfinished one resumes from its checkpoint). `--jobs 2` runs two pairs at once, each with
-TensorFlow on one thread (a core each on a two-core machine). The paper's figures (Transformer and UT, trained far longer at base size) are printed
+TensorFlow on one thread (a core each on a two-core machine). `--report_only` trains nothing: it tabulates the
+pairs finished so far and names the others with their latest checkpoint's step (long runs span sessions). The paper's figures (Transformer and UT, trained far longer at base size) are printed
 beside ours.
 """
 
@@ -58,17 +60,34 @@ def length_buckets(text):
     return buckets
 
 
+def finished(task, model, args):
+    """The saved result of a pair trained and decoded with these `--train_steps` and `--num_samples`, or None."""
+    saved = os.path.join(args.work_dir, f"{task}_{model}", "result.json")
+    if not os.path.exists(saved):
+        return None
+    with open(saved, encoding="utf-8") as f:
+        previous = json.load(f)
+    if previous["setting"] != {"train_steps": args.train_steps, "num_samples": args.num_samples}:
+        return None
+    return tuple(previous["result"])
+
+
+def checkpoint_step(task, model, args):
+    """The step of an unfinished pair's latest checkpoint (0 if none): how far a resumable run has got."""
+    found = re.search(r'model_checkpoint_path: "ckpt-(\d+)"', _read(os.path.join(
+        args.work_dir, f"{task}_{model}", "checkpoint")))
+    return int(found.group(1)) if found else 0
+
+
 def run_one(task, model, args):
     """Trains and decodes one pair; returns (char accuracy, seq accuracy, seconds, ponder time or None)."""
     run_dir = os.path.join(args.work_dir, f"{task}_{model}")
     log = run_dir + ".log"
     saved = os.path.join(run_dir, "result.json")
     setting = {"train_steps": args.train_steps, "num_samples": args.num_samples}
-    if os.path.exists(saved):
-        with open(saved, encoding="utf-8") as f:
-            previous = json.load(f)
-        if previous["setting"] == setting:
-            return tuple(previous["result"])
+    previous = finished(task, model, args)
+    if previous is not None:
+        return previous
     threads = 1 if args.jobs > 1 else 0
     # Checkpoints every 1000 steps: a run stopped midway resumes (raising --train_steps continues it too), and
     # its training time is the total over the invocations that trained it.
@@ -91,12 +110,16 @@ def run_one(task, model, args):
     return result
 
 
-def _log_of(task, model, args):
+def _read(path):
     try:
-        with open(os.path.join(args.work_dir, f"{task}_{model}.log"), encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f:
             return f.read()
     except OSError:
         return ""
+
+
+def _log_of(task, model, args):
+    return _read(os.path.join(args.work_dir, f"{task}_{model}.log"))
 
 
 def _buckets_of(task, model, args):
@@ -109,7 +132,8 @@ def _training_accuracy(task, model, args):
     return f"{float(found[-1]):.2f}" if found else ""
 
 
-def report(results, args, seconds):
+def report(results, args, seconds, unfinished=()):
+    """The README section; `unfinished` (pairs without a result at these steps) are named below the table."""
     rows = []
     for (task, model), (char, seq, took, ponder) in results.items():
         paper = PAPER.get(model.replace("_rel", "").replace("adaptive_", ""), {}).get(task)
@@ -122,9 +146,11 @@ def report(results, args, seconds):
                "paper (char / seq)", "ponder (enc.)", "minutes"]
     return "\n".join([
         "## Length generalisation (UT paper, Table 4 protocol)", "",
-        f"`{common.command_line()}` — {common.today()}, took {seconds / 60:.0f} min; the pairs' runs (kept in "
-        f"`{args.work_dir}` and reused when finished) took {sum(r[2] for r in results.values()) / 60:.0f} min "
-        f"of wall time in all, {args.jobs} at a time.  ",
+        f"`{common.command_line()}` — {common.today()}, " + (
+            "collected from the finished runs" if getattr(args, "report_only", False) else
+            f"took {seconds / 60:.0f} min") + f"; the pairs' runs (kept in `{args.work_dir}` and reused when "
+        f"finished) took {sum(r[2] for r in results.values()) / 60:.0f} min of wall time in all, {args.jobs} at a "
+        "time.  ",
         f"Machine: {common.machine_description()}.", "",
         f"Train on decimal strings of length <= 40 for {args.train_steps} steps (the `*_cpu` sets: width 64, the "
         f"UTs pre-norm), decode the first {args.num_samples} evaluation strings (length 1-400) greedily: char and "
@@ -134,7 +160,10 @@ def report(results, args, seconds):
         "over all the invocations that trained it, and the last decoding). The paper's "
         "rows are its base-size models trained to convergence: a reference for the trend, not a like-for-like "
         "comparison.", "",
-        common.markdown_table(headers, rows, align="llrrrrrrrr")])
+        common.markdown_table(headers, rows, align="llrrrrrrrr")] + ([
+            "", "Not finished (resumable; their latest checkpoints): " + ", ".join(
+                f"{TASKS[task]} / {model} at step {checkpoint_step(task, model, args)} of {args.train_steps}"
+                for task, model in unfinished) + "."] if unfinished else []))
 
 
 def main(argv=None):
@@ -145,12 +174,23 @@ def main(argv=None):
     parser.add_argument("--num_samples", type=int, default=200)
     parser.add_argument("--jobs", type=int, default=1, help="pairs run at once (each on one thread if > 1)")
     parser.add_argument("--work_dir", default=os.path.join("benchmarks", "runs", "length_generalisation"))
+    parser.add_argument("--report_only", action="store_true", help="train nothing: tabulate the pairs already "
+                        "finished in --work_dir at these steps and samples, and name the unfinished ones")
     parser.add_argument("--write", action="store_true", help="write the table into benchmarks/README.md")
     args = parser.parse_args(argv)
     os.makedirs(args.work_dir, exist_ok=True)
     began = time.perf_counter()
     results = {}
     pairs = [(task, model) for task in args.tasks.split(",") for model in args.models.split(",")]
+    if args.report_only:
+        results = {pair: finished(*pair, args) for pair in pairs}
+        unfinished = [pair for pair in pairs if results[pair] is None]
+        results = {pair: result for pair, result in results.items() if result is not None}
+        text = report(results, args, time.perf_counter() - began, unfinished)
+        print(text)
+        if args.write:
+            common.replace_section("length_generalisation", text)
+        return 0
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futures = {pair: pool.submit(run_one, *pair, args) for pair in pairs}
         for pair in pairs:  # In order, so the log reads task by task.

@@ -105,6 +105,34 @@ def test_babi_training_time_adds_up_over_invocations_and_earlier_seeds_count(tmp
     assert babi.planned_runs("a:facts", None, "1,2") == [("a", "facts", 1, ""), ("a", "facts", 2, "")]
 
 
+def test_length_generalisation_report_only_trains_nothing_and_names_unfinished_pairs(tmp_path, capsys):
+    done = tmp_path / "identity_transformer_rel"
+    done.mkdir()
+    (done / "result.json").write_text(json.dumps({"setting": {"train_steps": 10000, "num_samples": 100},
+                                                  "result": [0.205, 0.16, 2643.4, None]}))
+    (tmp_path / "identity_transformer_rel.log").write_text("step 10000/10000  loss 0.1  accuracy 1  lr 0.01\n"
+                                                           + _DECODER_OUTPUT)
+    # Finished with other steps: not this table's; still training: its checkpoint says how far it got.
+    other = tmp_path / "reverse_transformer_rel"
+    other.mkdir()
+    (other / "result.json").write_text(json.dumps({"setting": {"train_steps": 1000, "num_samples": 100},
+                                                   "result": [0.1, 0.0, 60.0, None]}))
+    (other / "checkpoint").write_text('model_checkpoint_path: "ckpt-1000"\nall_model_checkpoint_paths: "ckpt-1000"\n')
+    (tmp_path / "identity_universal_transformer_rel").mkdir()
+    argv = ["--tasks", "identity,reverse", "--models", "transformer_rel,universal_transformer_rel",
+            "--train_steps", "10000", "--num_samples", "100", "--work_dir", str(tmp_path), "--report_only"]
+    assert length_generalisation.main(argv) == 0
+    table = capsys.readouterr().out
+    rows = [line for line in table.splitlines() if line.startswith("| copy") or line.startswith("| reverse")]
+    assert len(rows) == 1  # The finished pair only: training accuracy, 11-40, 201-400, char, seq, the paper's.
+    assert [c.strip() for c in rows[0].split("|")[2:9]] == ["transformer_rel", "1.00", "0.14", "0.01", "0.20", "0.16",
+                                                            "0.53 / 0.03"]
+    assert ("Not finished (resumable; their latest checkpoints): copy / universal_transformer_rel at step 0 of "
+            "10000, reverse / transformer_rel at step 1000 of 10000, reverse / universal_transformer_rel at step 0 "
+            "of 10000.") in table
+    assert not (tmp_path / "identity_universal_transformer_rel" / "hparams.json").exists()  # Nothing trained.
+
+
 def test_babi_10k_takes_a_missing_training_file_from_the_1k_set(tmp_path):
     # The public copy of the data has no 10k training file for qa3: the 1k one stands in, the rest is the 10k set.
     from t2t_relpos.problems import babi_text  # pylint: disable=import-outside-toplevel
