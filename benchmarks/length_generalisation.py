@@ -132,6 +132,34 @@ def _training_accuracy(task, model, args):
     return f"{float(found[-1]):.2f}" if found else ""
 
 
+def training_curve(task, model, args):
+    """{step: training-batch token accuracy} from the trainer's TensorBoard events, written while it trains.
+
+    The progress lines reach the pair's log only when the trainer ends; the events show a run still training.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel  # Only for reading the event files.
+
+    curve = {}
+    folder = os.path.join(args.work_dir, f"{task}_{model}", "train")
+    for path in sorted(tf.io.gfile.glob(os.path.join(folder, "events.out.tfevents.*"))):
+        try:
+            for event in tf.compat.v1.train.summary_iterator(path):
+                for value in event.summary.value:
+                    if value.tag == "accuracy":
+                        curve[int(event.step)] = float(tf.make_ndarray(value.tensor))
+        except tf.errors.DataLossError:  # The last record of a file still being written.
+            pass
+    return curve
+
+
+def curve_table(pairs, args, steps):
+    """Training accuracy at the given steps, one row per pair (empty where a run has not got there)."""
+    curves = {pair: training_curve(*pair, args) for pair in pairs}
+    rows = [[TASKS[task], model] + [f"{curves[task, model][s]:.2f}" if s in curves[task, model] else ""
+                                    for s in steps] for task, model in pairs]
+    return common.markdown_table(["task", "model", *(f"step {s}" for s in steps)], rows, align="ll" + "r" * len(steps))
+
+
 def report(results, args, seconds, unfinished=()):
     """The README section; `unfinished` (pairs without a result at these steps) are named below the table."""
     rows = []
@@ -163,7 +191,16 @@ def report(results, args, seconds, unfinished=()):
         common.markdown_table(headers, rows, align="llrrrrrrrr")] + ([
             "", "Not finished (resumable; their latest checkpoints): " + ", ".join(
                 f"{TASKS[task]} / {model} at step {checkpoint_step(task, model, args)} of {args.train_steps}"
-                for task, model in unfinished) + "."] if unfinished else []))
+                for task, model in unfinished) + "."] if unfinished else []) + [
+            "", "Training-batch token accuracy (lengths <= 40) by step, from the trainers' TensorBoard events, "
+            "finished and unfinished pairs alike (whether and when each model learned the task):", "",
+            curve_table(list(results) + list(unfinished), args, _curve_steps(args.train_steps))])
+
+
+def _curve_steps(train_steps):
+    """The steps shown: every 500 up to 2000 (where the models differ), then about eight more to the end."""
+    every = max(1000, train_steps // 8 // 1000 * 1000)
+    return [s for s in (500, 1000, 1500, 2000) if s <= train_steps] + list(range(3000, train_steps + 1, every))
 
 
 def main(argv=None):

@@ -119,11 +119,19 @@ def test_length_generalisation_report_only_trains_nothing_and_names_unfinished_p
                                                    "result": [0.1, 0.0, 60.0, None]}))
     (other / "checkpoint").write_text('model_checkpoint_path: "ckpt-1000"\nall_model_checkpoint_paths: "ckpt-1000"\n')
     (tmp_path / "identity_universal_transformer_rel").mkdir()
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    # A run still training: its accuracy so far is in the TensorBoard events the trainer writes as it goes.
+    with tf.summary.create_file_writer(str(tmp_path / "reverse_transformer_rel" / "train")).as_default():
+        for step, accuracy in ((500, 0.37), (1000, 0.98), (2000, 0.5)):
+            tf.summary.scalar("accuracy", accuracy, step=step)
+            tf.summary.scalar("loss", 9.0, step=step)
     argv = ["--tasks", "identity,reverse", "--models", "transformer_rel,universal_transformer_rel",
             "--train_steps", "10000", "--num_samples", "100", "--work_dir", str(tmp_path), "--report_only"]
     assert length_generalisation.main(argv) == 0
     table = capsys.readouterr().out
-    rows = [line for line in table.splitlines() if line.startswith("| copy") or line.startswith("| reverse")]
+    results, curves = table.split("Not finished")
+    rows = [line for line in results.splitlines() if line.startswith("| copy") or line.startswith("| reverse")]
     assert len(rows) == 1  # The finished pair only: training accuracy, 11-40, 201-400, char, seq, the paper's.
     assert [c.strip() for c in rows[0].split("|")[2:9]] == ["transformer_rel", "1.00", "0.14", "0.01", "0.20", "0.16",
                                                             "0.53 / 0.03"]
@@ -131,6 +139,11 @@ def test_length_generalisation_report_only_trains_nothing_and_names_unfinished_p
             "10000, reverse / transformer_rel at step 1000 of 10000, reverse / universal_transformer_rel at step 0 "
             "of 10000.") in table
     assert not (tmp_path / "identity_universal_transformer_rel" / "hparams.json").exists()  # Nothing trained.
+    curve = {line.split("|")[2].strip(): [c.strip() for c in line.split("|")[3:-1]] for line in curves.splitlines()
+             if line.startswith("| reverse ")}
+    assert "step 500 | step 1000 | step 1500 | step 2000 | step 3000" in " ".join(table.split())
+    assert curve["transformer_rel"][:5] == ["0.37", "0.98", "", "0.50", ""]
+    assert curve["universal_transformer_rel"] == [""] * 12
 
 
 def test_babi_10k_takes_a_missing_training_file_from_the_1k_set(tmp_path):
