@@ -67,9 +67,12 @@ def finished(task, model, args):
         return None
     with open(saved, encoding="utf-8") as f:
         previous = json.load(f)
-    if previous["setting"] != {"train_steps": args.train_steps, "num_samples": args.num_samples}:
-        return None
-    return tuple(previous["result"])
+    return tuple(previous["result"]) if previous["setting"] == _setting(args) else None
+
+
+def _setting(args):
+    """What a saved result must have been made with to be reused."""
+    return {"train_steps": args.train_steps, "num_samples": args.num_samples}
 
 
 def checkpoint_step(task, model, args):
@@ -84,7 +87,6 @@ def run_one(task, model, args):
     run_dir = os.path.join(args.work_dir, f"{task}_{model}")
     log = run_dir + ".log"
     saved = os.path.join(run_dir, "result.json")
-    setting = {"train_steps": args.train_steps, "num_samples": args.num_samples}
     previous = finished(task, model, args)
     if previous is not None:
         return previous
@@ -106,7 +108,7 @@ def run_one(task, model, args):
     ponder = PONDER.findall(trained)
     result = (char, seq, clock.total + time.perf_counter() - began, float(ponder[-1]) if ponder else None)
     with open(saved, "w", encoding="utf-8") as f:
-        json.dump({"setting": setting, "result": result}, f)
+        json.dump({"setting": _setting(args), "result": result}, f)
     return result
 
 
@@ -219,21 +221,18 @@ def main(argv=None):
     began = time.perf_counter()
     results = {}
     pairs = [(task, model) for task in args.tasks.split(",") for model in args.models.split(",")]
+    unfinished = []
     if args.report_only:
-        results = {pair: finished(*pair, args) for pair in pairs}
-        unfinished = [pair for pair in pairs if results[pair] is None]
-        results = {pair: result for pair, result in results.items() if result is not None}
-        text = report(results, args, time.perf_counter() - began, unfinished)
-        print(text)
-        if args.write:
-            common.replace_section("length_generalisation", text)
-        return 0
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        futures = {pair: pool.submit(run_one, *pair, args) for pair in pairs}
-        for pair in pairs:  # In order, so the log reads task by task.
-            results[pair] = futures[pair].result()
-            print(*pair, results[pair], flush=True)
-    text = report(results, args, time.perf_counter() - began)
+        found = {pair: finished(*pair, args) for pair in pairs}
+        results = {pair: result for pair, result in found.items() if result is not None}
+        unfinished = [pair for pair in pairs if found[pair] is None]
+    else:
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            futures = {pair: pool.submit(run_one, *pair, args) for pair in pairs}
+            for pair in pairs:  # In order, so the log reads task by task.
+                results[pair] = futures[pair].result()
+                print(*pair, results[pair], flush=True)
+    text = report(results, args, time.perf_counter() - began, unfinished)
     print(text)
     if args.write:
         common.replace_section("length_generalisation", text)
