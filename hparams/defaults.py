@@ -10,6 +10,7 @@ CHOICES = {
     "norm_position": ("post", "pre"),
     "optimizer": ("adam", "adamw"),
     "recurrence_type": ("basic", "act"),
+    "act_type": ("copy", "basic"),
     "transition_type": ("ffn", "sepconv"),
     "step_timing_signal_type": ("sinusoid", "learned"),
     "classifier_readout": ("mean", "first", "last"),
@@ -74,6 +75,9 @@ def default_hparams():
         act_max_steps=12,
         act_epsilon=0.01,
         act_halting_bias_init=1.0,
+        # "copy": a halted position's state is copied forward (Graves; the paper's text); "basic":
+        # tensor2tensor's, every state transformed at every step and the output interpolated.
+        act_type="copy",
         act_loss_weight=0.01,
         step_timing_signal_type="sinusoid",  # The paper's; tensor2tensor's UT sets use "learned".
         # -- Encoder-only classifiers (bAbI) ----------------------------------------------------------------

@@ -10,7 +10,7 @@ def sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def reference_act(states, step_fn, halting_kernel, halting_bias, max_steps, epsilon, mask):
+def reference_act(states, step_fn, halting_kernel, halting_bias, max_steps, epsilon, mask, act_type="copy"):
     """ACT over a batch of sequences.
 
     Args:
@@ -20,6 +20,9 @@ def reference_act(states, step_fn, halting_kernel, halting_bias, max_steps, epsi
         max_steps: M.
         epsilon: halting threshold 1 - epsilon.
         mask: bool `[B, L]`, False at padding.
+        act_type: "copy": a halted position keeps its state and the output is the weighted sum of the states it
+            ran through; "basic" (tensor2tensor): every position takes its new state at every step, halted or not,
+            and a running position's output is output = weight * new state + (1 - weight) * output.
 
     Returns:
         dict of `output` `[B, L, D]`, `n_updates`, `remainders`, `ponder_times` `[B, L]`, and `weights`
@@ -35,11 +38,11 @@ def reference_act(states, step_fn, halting_kernel, halting_bias, max_steps, epsi
     weights = np.zeros((max_steps, batch, length))
     for step in range(max_steps):
         step_inputs, candidates = step_fn(step, states)
-        new_states = states.copy()
+        new_states = candidates.copy() if act_type == "basic" else states.copy()
         for b in range(batch):
             for i in range(length):
                 if not running[b, i]:
-                    continue  # Halted (or padding): the state is copied forward, no weight.
+                    continue  # Halted (or padding): no weight; with "copy" the state is copied forward.
                 p = sigmoid(step_inputs[b, i] @ halting_kernel + halting_bias)
                 n_updates[b, i] += 1
                 new_states[b, i] = candidates[b, i]
@@ -51,7 +54,10 @@ def reference_act(states, step_fn, halting_kernel, halting_bias, max_steps, epsi
                     weight = p
                 cumulative[b, i] += weight
                 weights[step, b, i] = weight
-                output[b, i] += weight * candidates[b, i]
+                if act_type == "basic":
+                    output[b, i] = weight * candidates[b, i] + (1.0 - weight) * output[b, i]
+                else:
+                    output[b, i] += weight * candidates[b, i]
         states = new_states
     return {"output": output, "n_updates": n_updates, "remainders": remainders,
             "ponder_times": n_updates + remainders, "weights": weights}

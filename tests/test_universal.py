@@ -93,21 +93,22 @@ def _act_problem(seed=0, batch=2, length=6, depth=4, max_steps=5):
     return states.astype("float32"), mask, numpy_step, keras_step
 
 
-def _act_layer(depth, max_steps, kernel, bias):
-    act = AdaptiveComputationTime(max_steps=max_steps, epsilon=0.01)
+def _act_layer(depth, max_steps, kernel, bias, act_type="copy"):
+    act = AdaptiveComputationTime(max_steps=max_steps, epsilon=0.01, act_type=act_type)
     act.build((None, None, depth))
     act.halting_unit.kernel.assign(np.asarray(kernel, "float32").reshape(depth, 1))
     act.halting_unit.bias.assign(np.array([bias], "float32"))
     return act
 
 
-def test_act_matches_the_numpy_reference():
+@pytest.mark.parametrize("act_type", ["copy", "basic"])
+def test_act_matches_the_numpy_reference(act_type):
     depth, max_steps = 4, 5
     states, mask, numpy_step, keras_step = _act_problem(depth=depth, max_steps=max_steps)
     kernel = np.random.default_rng(2).normal(0.0, 2.0, depth + max_steps)
-    act = _act_layer(depth + max_steps, max_steps, kernel, -1.5)
+    act = _act_layer(depth + max_steps, max_steps, kernel, -1.5, act_type)
     got = {k: numpy_of(v) for k, v in act(states, step_fn=keras_step, padding_mask=mask).items()}
-    want = reference_act(states, numpy_step, kernel, -1.5, max_steps, 0.01, mask)
+    want = reference_act(states, numpy_step, kernel, -1.5, max_steps, 0.01, mask, act_type)
 
     # The case is not trivial: positions halt after 1 to max_steps steps, some only at the forced last step.
     counts = want["n_updates"][mask]
@@ -115,9 +116,19 @@ def test_act_matches_the_numpy_reference():
     for name in ("n_updates", "remainders", "ponder_times"):
         np.testing.assert_allclose(got[name], want[name], atol=1e-5, err_msg=name)
     np.testing.assert_allclose(got["output"], want["output"], atol=1e-5)
-    # The marker channels of the output are the per-step weights; they sum to one at every valid position.
-    np.testing.assert_allclose(got["output"][..., depth:], np.moveaxis(want["weights"], 0, -1), atol=1e-5)
-    np.testing.assert_allclose(want["weights"].sum(axis=0)[mask], 1.0, atol=1e-6)
+    # The halting weights sum to one at every valid position; with "copy" the marker channels of the output
+    # are those weights; with "basic" the weight of step t's state is w^t times (1 - w^s) of every later step s.
+    weights = want["weights"]
+    np.testing.assert_allclose(weights.sum(axis=0)[mask], 1.0, atol=1e-6)
+    if act_type == "basic":
+        later = np.ones_like(weights)
+        for step in range(max_steps - 2, -1, -1):
+            later[step] = later[step + 1] * (1.0 - weights[step + 1])
+        weights = weights * later
+        # Positions that halted go on changing as context, so the outputs are not those of "copy".
+        copy = reference_act(states, numpy_step, kernel, -1.5, max_steps, 0.01, mask, "copy")["output"]
+        assert np.abs(want["output"][..., :depth] - copy[..., :depth]).max() > 0.1
+    np.testing.assert_allclose(got["output"][..., depth:], np.moveaxis(weights, 0, -1), atol=1e-5)
     # Padding never runs: no ponder time, no output.
     assert not got["ponder_times"][~mask].any() and not got["output"][~mask].any()
 
@@ -164,11 +175,12 @@ def test_halting_probability_near_zero_runs_to_the_maximum_with_its_remainder():
     np.testing.assert_allclose(got["output"][mask], h[mask], atol=1e-5)
 
 
-def test_early_exit_at_inference_gives_the_same_results():
+@pytest.mark.parametrize("act_type", ["copy", "basic"])
+def test_early_exit_at_inference_gives_the_same_results(act_type):
     depth, max_steps = 4, 5
     states, mask, _, keras_step = _act_problem(depth=depth, max_steps=max_steps)
     kernel = np.random.default_rng(2).normal(0.0, 2.0, depth + max_steps)
-    act = _act_layer(depth + max_steps, max_steps, kernel, -1.5)
+    act = _act_layer(depth + max_steps, max_steps, kernel, -1.5, act_type)
     fixed = act(states, step_fn=keras_step, padding_mask=mask)
     early = act(states, step_fn=keras_step, padding_mask=mask, halt_early=True)
     graph = tf.function(lambda s: act(s, step_fn=keras_step, padding_mask=mask, halt_early=True))(states)
@@ -300,11 +312,12 @@ def test_basic_recurrence_reports_fixed_ponder_times_and_no_loss():
 
 
 # -- incremental decoding ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("recurrence_type, position_encoding, transition_type", [
-    ("basic", "sinusoid", "ffn"), ("basic", "relative", "sepconv"),
-    ("act", "sinusoid", "ffn"), ("act", "relative", "ffn"), ("act", "both", "sepconv")])
-def test_cached_decoding_equals_the_full_pass(recurrence_type, position_encoding, transition_type):
-    model = tiny(recurrence_type, position_encoding, transition_type)
+@pytest.mark.parametrize("recurrence_type, position_encoding, transition_type, act_type", [
+    ("basic", "sinusoid", "ffn", "copy"), ("basic", "relative", "sepconv", "copy"),
+    ("act", "sinusoid", "ffn", "copy"), ("act", "relative", "ffn", "copy"), ("act", "both", "sepconv", "copy"),
+    ("act", "relative", "ffn", "basic")])
+def test_cached_decoding_equals_the_full_pass(recurrence_type, position_encoding, transition_type, act_type):
+    model = tiny(recurrence_type, position_encoding, transition_type, act_type=act_type)
     f = features()
     encoder_output, mask = model.encode(f["inputs"])
     decoder_inputs = numpy_of(shift_right(f["targets"]))
@@ -421,7 +434,7 @@ def test_adaptive_tiny_learns_to_copy(tmp_path):
 
 # -- serialisation, precision, hparams, plot ---------------------------------------------------------------
 def test_keras_file_round_trip(tmp_path):
-    model = tiny("act", "both", "sepconv", norm_position="pre")
+    model = tiny("act", "both", "sepconv", norm_position="pre", act_type="basic")
     f = features()
     expected = model(f, return_details=True)
     path = os.path.join(tmp_path, "ut.keras")

@@ -9,6 +9,8 @@ except ImportError:  # pragma: no cover
     def _keras_mask(x):
         return getattr(x, "_keras_mask", None)
 
+# How halted positions and the output behave (see `AdaptiveComputationTime`).
+ACT_TYPES = ("copy", "basic")
 
 @keras.saving.register_keras_serializable(package="t2t_relpos")
 class AdaptiveComputationTime(keras.layers.Layer):
@@ -21,10 +23,15 @@ class AdaptiveComputationTime(keras.layers.Layer):
     - continues if c + p^t <= 1 - epsilon: its weight is p^t;
     - halts otherwise, or unconditionally at step `max_steps`: its weight is the remainder R = 1 - c.
 
-    Weights therefore sum to exactly 1 per position; the output is the weighted sum of the position's states
-    `sum_t w^t H^t`. A halted position's state is copied forward unchanged (other positions still attend to
-    it); padding positions never run: zero weight, zero output, no ponder cost. The ponder time of a position is
-    rho = N + R, with N the number of steps it ran.
+    Weights therefore sum to exactly 1 per position, and are 0 once it has halted. Padding positions never run:
+    zero weight, zero output, no ponder cost. The ponder time of a position is rho = N + R, with N the number of
+    steps it ran. What a halted position's state does, and how the output mixes the states, is `act_type`:
+
+    - "copy" (Graves 2016, and the UT paper's §2.2 text): a halted position's state is copied forward
+      unchanged, and other positions attend to that copy; the output is `sum_t w^t H^t`.
+    - "basic" (tensor2tensor's `act_type="basic"`, the code behind the paper's results): every position's
+      state is transformed at every step, halted or not, so a halted position goes on changing as context for
+      the others; only its output stops, `o^t = w^t H^t + (1 - w^t) o^{t-1}` from `o^0 = 0`.
 
     By default the loop is a fixed number (`max_steps`) of masked iterations unrolled in Python: no
     data-dependent while-loop, so it compiles with XLA, trains under `tf.distribute`, and every step runs the
@@ -37,6 +44,7 @@ class AdaptiveComputationTime(keras.layers.Layer):
         epsilon: A position halts once its cumulative halting probability would exceed 1 - epsilon.
         halting_bias_init: Initial bias of the halting unit (1.0 in tensor2tensor: p starts near 0.73, so
             positions begin by halting after two steps).
+        act_type: "copy" or "basic" (above).
         kernel_initializer: Initializer of the halting unit's weights.
 
     Call arguments:
@@ -61,10 +69,13 @@ class AdaptiveComputationTime(keras.layers.Layer):
     """
 
     def __init__(self, max_steps, epsilon=0.01, halting_bias_init=1.0, kernel_initializer="glorot_uniform",
-                 **kwargs):
+                 act_type="copy", **kwargs):
         super().__init__(**kwargs)
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        if act_type not in ACT_TYPES:
+            raise ValueError(f"act_type must be one of {ACT_TYPES}, got {act_type!r}")
+        self.act_type = act_type
         if not 0.0 <= epsilon < 1.0:
             raise ValueError(f"epsilon must be in [0, 1), got {epsilon}")
         self.max_steps = int(max_steps)
@@ -125,8 +136,12 @@ class AdaptiveComputationTime(keras.layers.Layer):
         continues = running - halts
         remainder = halts * (1.0 - cumulative)
         weight = continues * p + remainder
-        states = ops.where(running[..., None] > 0, candidates, states)
-        output = output + weight[..., None] * ops.cast(states, "float32")
+        if self.act_type == "basic":
+            states = candidates
+            output = weight[..., None] * ops.cast(states, "float32") + (1.0 - weight[..., None]) * output
+        else:
+            states = ops.where(running[..., None] > 0, candidates, states)
+            output = output + weight[..., None] * ops.cast(states, "float32")
         return (states, continues, cumulative + weight, n_updates + running, remainders + remainder, output)
 
     def compute_mask(self, states, mask=None):
@@ -144,6 +159,7 @@ class AdaptiveComputationTime(keras.layers.Layer):
             "epsilon": self.epsilon,
             "halting_bias_init": self.halting_bias_init,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "act_type": self.act_type,
         })
         return config
 

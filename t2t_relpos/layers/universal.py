@@ -36,7 +36,7 @@ class _UniversalBase(keras.layers.Layer):
             signal), "both" or "none"; the step signal is added in every case.
         transition_type: "ffn" or "sepconv".
         recurrence_type: "basic" or "act".
-        act_max_steps, act_epsilon, act_halting_bias_init: see `AdaptiveComputationTime`.
+        act_max_steps, act_epsilon, act_halting_bias_init, act_type: see `AdaptiveComputationTime`.
         step_timing_signal_type: "sinusoid" (the paper's step signal) or "learned" (tensor2tensor's default:
             a trained vector per step); see `StepEncoding`.
     """
@@ -48,7 +48,7 @@ class _UniversalBase(keras.layers.Layer):
                  use_relative_values=True, heads_share_relative_embeddings=False, dropout=0.0,
                  attention_dropout=0.0, relu_dropout=0.0, norm_position="post", norm_epsilon=1e-6,
                  kernel_initializer="glorot_uniform", transition_type="ffn", recurrence_type="basic",
-                 act_max_steps=12, act_epsilon=0.01, act_halting_bias_init=1.0,
+                 act_max_steps=12, act_epsilon=0.01, act_halting_bias_init=1.0, act_type="copy",
                  step_timing_signal_type="sinusoid", **kwargs):
         super().__init__(**kwargs)
         if transition_type not in TRANSITION_TYPES:
@@ -63,6 +63,7 @@ class _UniversalBase(keras.layers.Layer):
         self.act_max_steps = act_max_steps
         self.act_epsilon = act_epsilon
         self.act_halting_bias_init = act_halting_bias_init
+        self.act_type = act_type
         self.step_timing_signal_type = step_timing_signal_type
         self.block_kwargs, block_kwargs = block_arguments(
             position_encoding, hidden_size=hidden_size, num_heads=num_heads, filter_size=filter_size,
@@ -83,7 +84,8 @@ class _UniversalBase(keras.layers.Layer):
         self.act = None
         if recurrence_type == "act":
             self.act = AdaptiveComputationTime(act_max_steps, act_epsilon, act_halting_bias_init,
-                                               kernel_initializer=kernel_initializer, dtype=dtype, name="act")
+                                               kernel_initializer=kernel_initializer, act_type=act_type,
+                                               dtype=dtype, name="act")
         self.final_norm = (keras.layers.LayerNormalization(epsilon=norm_epsilon, dtype=dtype, name="final_norm")
                            if norm_position == "pre" else None)
 
@@ -141,6 +143,7 @@ class _UniversalBase(keras.layers.Layer):
             "act_max_steps": self.act_max_steps,
             "act_epsilon": self.act_epsilon,
             "act_halting_bias_init": self.act_halting_bias_init,
+            "act_type": self.act_type,
             "step_timing_signal_type": self.step_timing_signal_type,
         })
         return config
@@ -210,9 +213,10 @@ class UniversalTransformerDecoder(_UniversalBase):
     Incremental decoding keeps one self-attention cache per recurrent step (the keys and values of step t
     are projections of H^{t-1} + P^t, different at every step) and the encoder's keys and values once (the
     block, hence its cross-attention, is shared by all steps). With ACT every step of every new position is
-    computed, halted or not, and its keys/values are written: a halted position's state is copied forward,
-    and later positions still attend, at each step, to the copy plus that step's signal, exactly as in the
-    full pass. Cached decoding therefore equals the full pass, ACT included.
+    computed, halted or not, and its keys/values are written: a halted position's state is copied forward
+    (`act_type="copy"`) or transformed on (`"basic"`), and later positions attend, at each step, to that state
+    plus the step's signal, exactly as in the full pass. Cached decoding therefore equals the full pass, ACT
+    included.
 
     Args: see `_UniversalBase` (the block arguments are those of `TransformerDecoder`).
 

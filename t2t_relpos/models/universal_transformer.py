@@ -11,14 +11,14 @@ from t2t_relpos.models.transformer import ARCHITECTURE_HPARAMS, PAD_ID, Transfor
 # Hyperparameters (names as in `hparams/defaults.py`) of the recurrence, on top of the Transformer's.
 RECURRENCE_HPARAMS = (
     "num_rec_steps", "recurrence_type", "transition_type", "act_max_steps", "act_epsilon",
-    "act_halting_bias_init", "act_loss_weight", "step_timing_signal_type",
+    "act_halting_bias_init", "act_type", "act_loss_weight", "step_timing_signal_type",
 )
 
 
 # The recurrence's constructor arguments (those of `UniversalTransformerEncoder` / `Decoder`) and their defaults.
 RECURRENCE_DEFAULTS = {
     "num_rec_steps": 6, "recurrence_type": "basic", "transition_type": "ffn", "act_max_steps": 12,
-    "act_epsilon": 0.01, "act_halting_bias_init": 1.0, "step_timing_signal_type": "sinusoid",
+    "act_epsilon": 0.01, "act_halting_bias_init": 1.0, "act_type": "copy", "step_timing_signal_type": "sinusoid",
 }
 
 
