@@ -170,6 +170,23 @@ def _mean(errors):
     return sum(errors.values()) / len(errors)
 
 
+def validation_curves(best, args):
+    """Mean validation accuracy (the trainer's evaluations: `--eval_steps` batches of held-out questions, all
+    tasks) and, for ACT, mean ponder time by step of each model's kept run, from its TensorBoard events."""
+    train_steps = args.train_steps
+    every = max(500, train_steps // 8 // 500 * 500)
+    steps = list(range(every, train_steps + 1, every))
+    rows = []
+    for (hparams_set, layout, hparams), result in best.items():
+        folder = os.path.join(args.work_dir, run_name(hparams_set, layout, result["seed"], hparams), "eval")
+        name = f"`{hparams_set}` ({layout}{', ' + hparams if hparams else ''}), seed {result['seed']}"
+        for tag, label in (("accuracy", "accuracy"), ("encoder_ponder_time", "ponder time")):
+            curve = common.event_scalars(folder, tag)
+            if curve or tag == "accuracy":
+                rows.append([name, label] + [f"{curve[s]:.3f}" if s in curve else "" for s in steps])
+    return common.markdown_table(["model", "", *(f"step {s}" for s in steps)], rows, align="ll" + "r" * len(steps))
+
+
 def report(results, args, seconds):
     """The README section: best seed per model by validation, its test errors per task, the paper's rows."""
     best = {}
@@ -213,7 +230,10 @@ def report(results, args, seconds):
             if getattr(args, "stand_ins", []) else ""), "",
         common.markdown_table(headers, rows, align="l" + "r" * len(best)), "",
         f"The paper (Table 1, {args.subset} joint, best of 10 seeds): mean error (%) and failed tasks.", "",
-        common.markdown_table(["model", "mean error", "failed"], paper_rows, align="lrr")])
+        common.markdown_table(["model", "mean error", "failed"], paper_rows, align="lrr"), "",
+        "Validation accuracy (the trainer's evaluations, 20 batches of held-out questions over all tasks) and, "
+        "with ACT, mean ponder time by step, of the runs above:", "",
+        validation_curves(best, args)])
 
 
 def main(argv=None):

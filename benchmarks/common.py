@@ -202,6 +202,26 @@ def run_cli(module, *args, log, threads=0):
     return proc.stdout
 
 
+def event_scalars(folder, tag):
+    """{step: value} of the scalar `tag` in the TensorBoard event files of `folder` (empty if there are none).
+
+    Trainers write these as they go, so they show a run that is still training; a file being written may end
+    in a partial record, and what comes before it is read.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel  # Only for reading the event files.
+
+    values = {}
+    for path in sorted(tf.io.gfile.glob(os.path.join(folder, "events.out.tfevents.*"))):
+        try:
+            for event in tf.compat.v1.train.summary_iterator(path):
+                for value in event.summary.value:
+                    if value.tag == tag:
+                        values[int(event.step)] = float(tf.make_ndarray(value.tensor))
+        except tf.errors.DataLossError:
+            pass
+    return values
+
+
 def _run_seconds(run_dir):
     """A run's training seconds so far, over all its invocations (file `train_seconds` in its directory)."""
     path = os.path.join(run_dir, "train_seconds")

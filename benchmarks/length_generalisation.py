@@ -139,19 +139,7 @@ def training_curve(task, model, args):
 
     The progress lines reach the pair's log only when the trainer ends; the events show a run still training.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel  # Only for reading the event files.
-
-    curve = {}
-    folder = os.path.join(args.work_dir, f"{task}_{model}", "train")
-    for path in sorted(tf.io.gfile.glob(os.path.join(folder, "events.out.tfevents.*"))):
-        try:
-            for event in tf.compat.v1.train.summary_iterator(path):
-                for value in event.summary.value:
-                    if value.tag == "accuracy":
-                        curve[int(event.step)] = float(tf.make_ndarray(value.tensor))
-        except tf.errors.DataLossError:  # The last record of a file still being written.
-            pass
-    return curve
+    return common.event_scalars(os.path.join(args.work_dir, f"{task}_{model}", "train"), "accuracy")
 
 
 def curve_table(pairs, args, steps):

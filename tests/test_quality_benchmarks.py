@@ -106,6 +106,30 @@ def test_babi_training_time_adds_up_over_invocations_and_earlier_seeds_count(tmp
     assert babi.planned_runs("a:facts", None, "1,2") == [("a", "facts", 1, ""), ("a", "facts", 2, "")]
 
 
+def test_babi_report_shows_the_kept_runs_validation_accuracy_and_ponder_time_by_step(tmp_path):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    args = types.SimpleNamespace(work_dir=str(tmp_path), train_steps=4000, subset="1k", jobs=1)
+    for seed, accuracy in ((1, 0.5), (2, 0.8)):
+        run = tmp_path / babi.run_name("ada", "facts", seed, "act_type=basic")
+        run.mkdir()
+        errors = {task: 100.0 * (1.0 - accuracy) for task in range(1, 21)}
+        (run / "result.json").write_text(json.dumps({
+            "hparams_set": "ada", "layout": "facts", "seed": seed, "hparams": "act_type=basic", "train_steps": 4000,
+            "eval": errors, "test": errors, "train_seconds": 60.0}))
+        with tf.summary.create_file_writer(str(run / "eval")).as_default():
+            for step in (500, 1000, 3500):
+                tf.summary.scalar("accuracy", accuracy * step / 3500, step=step)
+                tf.summary.scalar("encoder_ponder_time", 2.0 + seed, step=step)
+    table = babi.report(babi.finished_runs(args, {("ada", "facts", "act_type=basic")}), args, 1)
+    curves = {line.split("|")[2].strip(): [c.strip() for c in line.split("|")[3:-1]] for line in table.splitlines()
+              if line.startswith("| `ada` (facts, act_type=basic), seed 2")}  # Only the kept seed's run.
+    assert "step 500 | step 1000 | step 1500 | step 2000 | step 2500 | step 3000 | step 3500 | step 4000" in table
+    assert curves == {"accuracy": ["0.114", "0.229", "", "", "", "", "0.800", ""],
+                      "ponder time": ["4.000", "4.000", "", "", "", "", "4.000", ""]}
+    assert "seed 1" not in table
+
+
 def test_length_generalisation_report_only_trains_nothing_and_names_unfinished_pairs(tmp_path, capsys):
     done = tmp_path / "identity_transformer_rel"
     done.mkdir()
