@@ -504,6 +504,8 @@ def test_hparams_sets(name):
     # learn their step signal, the package's CPU sets keep the paper's sinusoid.
     assert hp.norm_position == "pre"
     assert hp.step_timing_signal_type == ("sinusoid" if "cpu" in name else "learned")
+    # tensor2tensor's adaptive sets run its ACT (act_type "basic"); the package's CPU sets keep "copy".
+    assert hp.act_type == ("basic" if recurrence_type == "act" and "cpu" not in name else "copy")
     if "base" in name:  # tensor2tensor's universal_transformer_base: transformer_base_v3 widened.
         assert (hp.hidden_size, hp.filter_size, hp.num_heads) == (1024, 4096, 16)
         assert hp.layer_prepostprocess_dropout == 0.3
@@ -523,6 +525,7 @@ def test_hparams_sets(name):
         assert (hp.num_rec_steps, hp.act_max_steps, hp.learning_rate_warmup_steps) == (8, 4, 400)
     model = UniversalTransformer.from_hparams(hp.parse("hidden_size=16,filter_size=32,num_heads=2"), VOCAB, VOCAB)
     assert model.encoder.recurrence_type == recurrence_type
+    assert model.encoder.act_type == hp.act_type
     assert model.encoder.num_steps == (hp.act_max_steps if recurrence_type == "act" else hp.num_rec_steps)
     assert model.encoder.block.self_attention.max_relative_position == (
         hp.max_relative_position if position_encoding == "relative" else None)
