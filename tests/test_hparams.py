@@ -178,6 +178,19 @@ def test_save_and_reload(tmp_path):
     stored.resolve_for_run(str(tmp_path), "transformer_tiny_rel", "hidden_size=96")
 
 
+def test_a_run_stored_before_a_field_existed_keeps_the_behaviour_it_was_trained_with(tmp_path):
+    """adaptive_universal_transformer_tiny now runs tensor2tensor's ACT (act_type 'basic'); a run of it stored
+    before act_type existed was trained with the original ACT and must reload with it ('copy', the default),
+    not with the set's new value."""
+    assert registry.hparams("adaptive_universal_transformer_tiny").act_type == "basic"
+    stored.save(str(tmp_path), stored.resolve("adaptive_universal_transformer_tiny"), "p", "universal_transformer")
+    record = json.loads((tmp_path / "hparams.json").read_text())
+    del record["hparams"]["act_type"]
+    (tmp_path / "hparams.json").write_text(json.dumps(record))
+    again, _, _ = stored.resolve_for_run(str(tmp_path))
+    assert again.act_type == "copy" and again.recurrence_type == "act"
+
+
 def test_a_different_set_for_a_stored_run_is_refused(tmp_path):
     stored.save(str(tmp_path), stored.resolve("transformer_tiny_rel"), "p", "transformer")
     with pytest.raises(errors.HParamsError, match="--hparams_set=transformer_tiny_rel, not transformer_tiny"):
