@@ -213,7 +213,7 @@ def report(results, args, seconds):
     paper = PAPER[args.subset]
     paper_rows = [[name, f"{error:.2f}", str(failed)] for name, (error, failed) in paper.items()]
     return "\n".join([
-        f"## bAbI question answering ({args.subset}, joint training)", "",
+        f"## {getattr(args, 'title', None) or f'bAbI question answering ({args.subset}, joint training)'}", "",
         f"`{common.command_line()}` — {common.today()}, " + (
             f"collected from runs in `{args.work_dir}` trained by earlier invocations (their training minutes are "
             "in the table).  " if getattr(args, "report_only", False) else
@@ -254,6 +254,10 @@ def main(argv=None):
                         "models and variants already in --work_dir at --train_steps (runs trained by separate "
                         "invocations, in one table)")
     parser.add_argument("--write", action="store_true", help="write the table into benchmarks/README.md")
+    parser.add_argument("--section", help="README section to write (default babi_<subset>): comparisons of their "
+                        "own beside the main table")
+    parser.add_argument("--title", help="the section's heading (default: bAbI question answering (<subset>, joint "
+                        "training))")
     args = parser.parse_args(argv)
     first = os.path.join(args.data_dir, "en" if args.subset == "1k" else "en-10k")
     if not os.path.isdir(first):
@@ -280,7 +284,7 @@ def main(argv=None):
     text = report(results, args, time.perf_counter() - began)
     print(text)
     if args.write:
-        common.replace_section(f"babi_{args.subset}", text)
+        common.replace_section(args.section or f"babi_{args.subset}", text)
     return 0
 
 

@@ -109,7 +109,7 @@ def test_babi_training_time_adds_up_over_invocations_and_earlier_seeds_count(tmp
 def test_babi_report_shows_the_kept_runs_validation_accuracy_and_ponder_time_by_step(tmp_path):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    args = types.SimpleNamespace(work_dir=str(tmp_path), train_steps=4000, subset="1k", jobs=1)
+    args = types.SimpleNamespace(work_dir=str(tmp_path), train_steps=4000, subset="1k", jobs=1, title="ACT types")
     for seed, accuracy in ((1, 0.5), (2, 0.8)):
         run = tmp_path / babi.run_name("ada", "facts", seed, "act_type=basic")
         run.mkdir()
@@ -127,7 +127,7 @@ def test_babi_report_shows_the_kept_runs_validation_accuracy_and_ponder_time_by_
     assert "step 500 | step 1000 | step 1500 | step 2000 | step 2500 | step 3000 | step 3500 | step 4000" in table
     assert curves == {"accuracy": ["0.114", "0.229", "", "", "", "", "0.800", ""],
                       "ponder time": ["4.000", "4.000", "", "", "", "", "4.000", ""]}
-    assert "seed 1" not in table
+    assert "seed 1" not in table and table.startswith("## ACT types\n")
 
 
 def test_length_generalisation_report_only_trains_nothing_and_names_unfinished_pairs(tmp_path, capsys):
