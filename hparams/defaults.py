@@ -14,6 +14,7 @@ CHOICES = {
     "transition_type": ("ffn", "sepconv"),
     "step_timing_signal_type": ("sinusoid", "learned"),
     "classifier_readout": ("mean", "first", "last"),
+    "fact_mask_initializer": ("ones", "position_encoding"),
 }
 
 
@@ -84,4 +85,7 @@ def default_hparams():
         # What the class is read from: "mean" of the non-padding positions (tensor2tensor's class-label top),
         # the "first" (the question, in bAbI's concat layout) or the "last" (the question, in the facts layout).
         classifier_readout="mean",
+        # bAbI's facts layout: the initial positional masks over a fact's words, "ones" (a bag of words at first)
+        # or "position_encoding" (End-To-End Memory Networks' encoding of word order).
+        fact_mask_initializer="ones",
     )

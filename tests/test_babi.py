@@ -177,6 +177,30 @@ def test_fact_embedding_matches_numpy_reference():
     assert clone.get_config() == layer.get_config()
 
 
+def test_fact_masks_can_start_from_the_memory_networks_position_encoding():
+    """Sukhbaatar et al. (2015), §4.1: l_kj = (1 - j/J) - (k/d)(1 - 2j/J), j a word's position and k a dimension
+    (both from 1), J the width and d the depth; the same words in another order then give another fact."""
+    import keras  # pylint: disable=import-outside-toplevel
+
+    from t2t_relpos.layers import FactEmbedding  # pylint: disable=import-outside-toplevel
+
+    width, depth = 4, 6
+    expected = np.array([[(1 - j / width) - (k / depth) * (1 - 2 * j / width) for k in range(1, depth + 1)]
+                         for j in range(1, width + 1)])
+    layer = FactEmbedding(vocab_size=11, hidden_size=depth, fact_width=width, mask_initializer="position_encoding")
+    facts, _ = layer(np.array([[5, 6, 7, 0, 7, 6, 5, 0]]))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer.position_mask), expected, rtol=1e-6, atol=1e-7)
+    facts = keras.ops.convert_to_numpy(facts)
+    assert not np.allclose(facts[0, 0], facts[0, 1], atol=1e-3)  # "a b c" and "c b a" differ.
+    bag, _ = FactEmbedding(vocab_size=11, hidden_size=depth, fact_width=width)(np.array([[5, 6, 7, 0, 7, 6, 5, 0]]))
+    bag = keras.ops.convert_to_numpy(bag)
+    np.testing.assert_allclose(bag[0, 0], bag[0, 1], rtol=1e-6)  # Ones: a bag of words at first.
+    clone = FactEmbedding.from_config(layer.get_config())
+    assert clone.mask_initializer == "position_encoding"
+    with pytest.raises(ValueError, match="mask_initializer"):
+        FactEmbedding(vocab_size=11, hidden_size=depth, fact_width=width, mask_initializer="zeros")
+
+
 @pytest.mark.parametrize("model_name,extra", [
     ("transformer_encoder", {"position_encoding": "relative", "fact_width": 4}),
     ("universal_transformer_encoder", {"recurrence_type": "act", "act_max_steps": 3, "fact_width": 4}),
@@ -184,6 +208,8 @@ def test_fact_embedding_matches_numpy_reference():
     ("universal_transformer_encoder", {"recurrence_type": "act", "act_max_steps": 3, "fact_width": 4,
                                        "position_encoding": "relative", "classifier_readout": "last"}),
     ("transformer_encoder", {"classifier_readout": "first"}),
+    ("universal_transformer_encoder", {"fact_width": 4, "fact_mask_initializer": "position_encoding",
+                                       "classifier_readout": "last"}),
 ])
 def test_encoder_classifiers_are_padding_invariant(model_name, extra):
     import keras  # pylint: disable=import-outside-toplevel

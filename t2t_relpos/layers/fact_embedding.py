@@ -1,7 +1,23 @@
 """Sentences as single vectors: word embeddings summed under a learned positional mask (Henaff et al. 2016)."""
 
 import keras
+import numpy as np
 from keras import ops
+
+MASK_INITIALIZERS = ("ones", "position_encoding")
+
+
+def position_encoding(width, depth):
+    """The position encoding of End-To-End Memory Networks (Sukhbaatar et al. 2015, §4.1), `[width, depth]`.
+
+    Row j (word position, 1-based) and column k (1-based) hold l_kj = (1 - j/J) - (k/d)(1 - 2j/J) with J = width
+    and d = depth: every word position weights the dimensions of its word differently, so a sum of masked words
+    depends on their order. (The memory networks fixed J to each sentence's own length; as the initial value of
+    a mask learned per position, J is the chunk width.)
+    """
+    j = np.arange(1, width + 1, dtype="float64")[:, None] / width
+    k = np.arange(1, depth + 1, dtype="float64")[None, :] / depth
+    return ((1.0 - j) - k * (1.0 - 2.0 * j)).astype("float32")
 
 
 @keras.saving.register_keras_serializable(package="t2t_relpos")
@@ -13,7 +29,10 @@ class FactEmbedding(keras.layers.Layer):
         s = sum_k [w_k is a word] * (E[w_k] * sqrt(d)) ⊙ m_k
 
     where E is the word embedding (scaled as `TokenEmbedding` does) and m_k in R^d the learned multiplicative
-    mask of word position k (initialised to ones, so the layer starts as a bag of words). This is the input
+    mask of word position k. Initialised to ones, the layer starts as a bag of words and must learn word order
+    from there; initialised to the memory networks' position encoding (`position_encoding`), it tells word
+    orders apart from the first step ("The office is north of the kitchen" from "The kitchen is north of the
+    office"). This is the input
     encoding of the Universal Transformer's bAbI experiments (Dehghani et al. 2018, §3.1), after Henaff et al.
     (2016). Ids below `num_reserved_ids` (padding, end of sequence) are not words.
 
@@ -22,6 +41,7 @@ class FactEmbedding(keras.layers.Layer):
         hidden_size: d, the width of the word and sentence vectors.
         fact_width: W, the ids per sentence.
         num_reserved_ids: Ids that are not words (0 = PAD, 1 = EOS in this package).
+        mask_initializer: "ones" or "position_encoding", the masks' initial value (above).
 
     Call arguments:
         ids: int `[B, F * W]` (a trailing partial chunk is padded) or `[B, F, W]`.
@@ -38,10 +58,13 @@ class FactEmbedding(keras.layers.Layer):
     ((1, 3, 8), [[True, True, False]])
     """
 
-    def __init__(self, vocab_size, hidden_size, fact_width, num_reserved_ids=2, **kwargs):
+    def __init__(self, vocab_size, hidden_size, fact_width, num_reserved_ids=2, mask_initializer="ones", **kwargs):
         super().__init__(**kwargs)
         if fact_width < 1:
             raise ValueError(f"fact_width must be >= 1, got {fact_width}")
+        if mask_initializer not in MASK_INITIALIZERS:
+            raise ValueError(f"mask_initializer must be one of {MASK_INITIALIZERS}, got {mask_initializer!r}")
+        self.mask_initializer = mask_initializer
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.fact_width = fact_width
@@ -51,8 +74,12 @@ class FactEmbedding(keras.layers.Layer):
         self.embeddings = self.add_weight(
             name="embeddings", shape=(self.vocab_size, self.hidden_size),
             initializer=keras.initializers.RandomNormal(stddev=self.hidden_size ** -0.5))
+        initializer = "ones"
+        if self.mask_initializer == "position_encoding":
+            value = position_encoding(self.fact_width, self.hidden_size)
+            initializer = lambda shape, dtype=None: ops.convert_to_tensor(value, dtype)  # noqa: E731
         self.position_mask = self.add_weight(name="position_mask", shape=(self.fact_width, self.hidden_size),
-                                             initializer="ones")
+                                             initializer=initializer)
 
     def chunk(self, ids):
         """`[B, L]` ids -> `[B, ceil(L / W), W]`, the last chunk padded with zeros; `[B, F, W]` unchanged."""
@@ -81,5 +108,6 @@ class FactEmbedding(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update({"vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
-                       "fact_width": self.fact_width, "num_reserved_ids": self.num_reserved_ids})
+                       "fact_width": self.fact_width, "num_reserved_ids": self.num_reserved_ids,
+                       "mask_initializer": self.mask_initializer})
         return config
