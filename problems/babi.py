@@ -103,8 +103,14 @@ class BabiQa(problem.Problem):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
         inputs, labels = self.encoded(split, data_dir)
-        inputs, labels = inputs[shard_index::num_shards], labels[shard_index::num_shards]
         training = split == "train"
+        if not training:
+            # Evaluation during training reads only the first `--eval_steps` batches: take the tasks in turn, so
+            # that those batches hold every task alike (in file order, 20 batches of 10k's eval split held qa1 and
+            # qa2 only, and showed 0.997 accuracy for a model with 10% error over all tasks).
+            order = _round_robin(self.example_groups(split, data_dir))
+            inputs, labels = [inputs[i] for i in order], [labels[i] for i in order]
+        inputs, labels = inputs[shard_index::num_shards], labels[shard_index::num_shards]
 
         def examples():
             epoch = 0
@@ -120,6 +126,15 @@ class BabiQa(problem.Problem):
 
         spec = tf.TensorSpec([None], tf.int32)
         return tf.data.Dataset.from_generator(examples, output_signature={"inputs": spec, "targets": spec})
+
+
+def _round_robin(groups):
+    """Indices of `groups` (a group name per item), taking one item of each group in turn, each group in order."""
+    members = {}
+    for index, group in enumerate(groups):
+        members.setdefault(group, []).append(index)
+    queues = list(members.values())
+    return [queue[rank] for rank in range(max(map(len, queues), default=0)) for queue in queues if rank < len(queue)]
 
 
 def _register():

@@ -9,6 +9,7 @@ import pytest
 
 from test_cli import run_tool
 from t2t_relpos import errors, registry
+from t2t_relpos.problems import babi as babi_problems
 from t2t_relpos.problems import babi_text
 from t2t_relpos.problems.problem import EOS_ID
 
@@ -138,6 +139,14 @@ def test_problem_splits_and_missing_files(tmp_path):
     assert task3.feature_encoders(data_dir)["inputs"].max_facts is None
     examples = list(joint.dataset("eval", data_dir).as_numpy_iterator())
     assert len(examples) == len(held_out) and examples[0]["targets"].shape == (1,)
+    # The trainer evaluates the first batches only: they take the tasks in turn, not qa1 first.
+    inputs, _ = joint.encoded("eval", data_dir)
+    groups = joint.example_groups("eval", data_dir)
+    order = babi_problems._round_robin(groups)
+    assert [list(e["inputs"]) for e in examples] == [inputs[i] for i in order]
+    assert sorted(groups[i] for i in order[:20]) == sorted(f"qa{t}" for t in range(1, 21))
+    assert babi_problems._round_robin(["a", "a", "b", "c", "c", "c"]) == [0, 2, 3, 1, 4, 5]
+    assert groups == sorted(groups, key=lambda g: int(g[2:]))  # The decoder's order stays the files'.
     with pytest.raises(errors.DataError, match=r"en-10k/qa1_single-supporting-fact_train.txt\[.gz\] not found"):
         registry.problem("babi_qa_facts_task1_10k").feature_encoders(data_dir)
 
