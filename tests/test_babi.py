@@ -139,14 +139,15 @@ def test_problem_splits_and_missing_files(tmp_path):
     assert task3.feature_encoders(data_dir)["inputs"].max_facts is None
     examples = list(joint.dataset("eval", data_dir).as_numpy_iterator())
     assert len(examples) == len(held_out) and examples[0]["targets"].shape == (1,)
-    # The trainer evaluates the first batches only: they take the tasks in turn, not qa1 first.
-    inputs, _ = joint.encoded("eval", data_dir)
+    # The trainer evaluates the first batches only: held-out questions take the tasks in turn, not qa1 first;
+    # the dataset, the encoded examples and their tasks (the decoder's per-task report) share one order.
     groups = joint.example_groups("eval", data_dir)
-    order = babi_problems._round_robin(groups)
-    assert [list(e["inputs"]) for e in examples] == [inputs[i] for i in order]
-    assert sorted(groups[i] for i in order[:20]) == sorted(f"qa{t}" for t in range(1, 21))
-    assert babi_problems._round_robin(["a", "a", "b", "c", "c", "c"]) == [0, 2, 3, 1, 4, 5]
-    assert groups == sorted(groups, key=lambda g: int(g[2:]))  # The decoder's order stays the files'.
+    assert sorted(groups[:20]) == sorted(f"qa{t}" for t in range(1, 21))
+    assert [list(e["inputs"]) for e in examples] == joint.encoded("eval", data_dir)[0]
+    assert groups == [f"qa{e.task}" for e in held_out]
+    test_groups = joint.example_groups("test", data_dir)
+    assert test_groups == sorted(test_groups, key=lambda g: int(g[2:]))  # Test keeps the files' order.
+    assert babi_problems._round_robin([1, 1, 2, 3, 3, 3]) == [0, 2, 3, 1, 4, 5]
     with pytest.raises(errors.DataError, match=r"en-10k/qa1_single-supporting-fact_train.txt\[.gz\] not found"):
         registry.problem("babi_qa_facts_task1_10k").feature_encoders(data_dir)
 
