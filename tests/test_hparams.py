@@ -191,6 +191,14 @@ def test_a_run_stored_before_a_field_existed_keeps_the_behaviour_it_was_trained_
     assert again.act_type == "copy" and again.recurrence_type == "act"
 
 
+def test_the_adaptive_sets_run_tensor2tensors_act():
+    """tensor2tensor's adaptive sets and the bAbI ones run its ACT ('basic'); the CPU sets keep 'copy'."""
+    for name in ("adaptive_universal_transformer_tiny", "adaptive_universal_transformer_base_rel",
+                 "adaptive_universal_transformer_babi", "adaptive_universal_transformer_babi_rel"):
+        assert registry.hparams(name).act_type == "basic", name
+    assert registry.hparams("adaptive_universal_transformer_cpu_rel").act_type == "copy"
+
+
 def test_a_different_set_for_a_stored_run_is_refused(tmp_path):
     stored.save(str(tmp_path), stored.resolve("transformer_tiny_rel"), "p", "transformer")
     with pytest.raises(errors.HParamsError, match="--hparams_set=transformer_tiny_rel, not transformer_tiny"):
