@@ -2,10 +2,11 @@
 
     .venv/bin/python benchmarks/babi.py --data_dir ../shared/data/babi [--subset 1k]
         [--models adaptive_universal_transformer_babi:facts,...] [--seeds 1,2] [--train_steps 20000]
-        [--hparams '' --hparams layer_prepostprocess_dropout=0.3,...] [--jobs 2] [--write]
+        [--hparams '' --hparams layer_prepostprocess_dropout=0.3,...] [--single_task N] [--jobs 2] [--write]
 
 Each (hparams set, input layout, seed) trains with `t2t-relpos-trainer` on `babi_qa_<layout>_all_tasks_<subset>`
-(all 20 tasks jointly; every 10th training story held out for validation), then `t2t-relpos-decoder` answers the
+(all 20 tasks jointly; every 10th training story held out for validation; with `--single_task N`,
+`babi_qa_<layout>_single_task<N>_<subset>`: task N alone, the paper's single-task setting), then `t2t-relpos-decoder` answers the
 validation and the test questions and reports the error of every task. Per model the seed with the lowest mean
 validation error is kept, as the paper picked the best of 10 runs on validation; its test errors are reported
 with the mean, the failed tasks (error > 5%) and the paper's row. Runs live in `--work_dir` and resume: a run
@@ -67,7 +68,7 @@ def run_one(hparams_set, layout, seed, hparams, args):
         if previous["train_steps"] == args.train_steps:
             return previous
     threads = 1 if args.jobs > 1 else 0
-    problem = f"babi_qa_{layout}_all_tasks_{args.subset}"
+    problem = f"babi_qa_{layout}_{tasks_name(args)}_{args.subset}"
     # The sets read the answer at the last position, the question of the facts layout; concat puts it first.
     readout = ["classifier_readout=first"] if layout == "concat" else []
     overrides = [f"--hparams={','.join(readout + ([hparams] if hparams else []))}"] if readout or hparams else []
@@ -85,7 +86,7 @@ def run_one(hparams_set, layout, seed, hparams, args):
     from t2t_relpos.problems import babi_text  # pylint: disable=import-outside-toplevel  # No TensorFlow.
 
     result = {"train_steps": args.train_steps, "hparams_set": hparams_set, "layout": layout, "seed": seed,
-              "hparams": hparams, "story_facts": babi_text.STORY_FACTS if layout == "facts" else None,
+              "hparams": hparams, "story_facts": story_facts(layout, args),
               "train_seconds": train_seconds,
               "readout": stored.get("classifier_readout", "mean"), "batch_size": stored.get("batch_size")}
     ponder = PONDER.findall(trained)
@@ -102,6 +103,21 @@ def run_one(hparams_set, layout, seed, hparams, args):
     with open(saved, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
     return result
+
+
+def tasks_name(args):
+    """What the problem's name says it trains on: `all_tasks` (joint) or `single_task<N>`."""
+    single = getattr(args, "single_task", 0)
+    return f"single_task{single}" if single else "all_tasks"
+
+
+def story_facts(layout, args):
+    """How many of a story's last facts the problem keeps (None: all), as `problems/babi.py` registers it."""
+    from t2t_relpos.problems import babi_text  # pylint: disable=import-outside-toplevel  # No TensorFlow.
+
+    if layout != "facts":
+        return None
+    return babi_text.STORY_FACTS_QA3_ALONE if getattr(args, "single_task", 0) == 3 else babi_text.STORY_FACTS
 
 
 def load_result(path):
@@ -195,8 +211,9 @@ def report(results, args, seconds):
         if key not in best or _mean(result["eval"]) < _mean(best[key]["eval"]):
             best[key] = result
     headers = ["task"] + [f"`{s}` ({layout}{', ' + hparams if hparams else ''})" for s, layout, hparams in best]
+    tasks = sorted({task for r in best.values() for task in r["test"]})
     rows = [[f"qa{task}"] + [f"{r['test'].get(task, float('nan')):.1f}" for r in best.values()]
-            for task in range(1, 21)]
+            for task in tasks]
     rows.append(["**mean error**"] + [f"**{_mean(r['test']):.2f}**" for r in best.values()])
     rows.append(["failed (> 5%)"] + [str(sum(e > 5.0 for e in r["test"].values())) for r in best.values()])
     rows.append(["validation mean error"] + [f"{_mean(r['eval']):.2f}" for r in best.values()])
@@ -212,26 +229,32 @@ def report(results, args, seconds):
                                         for r in best.values()])
     paper = PAPER[args.subset]
     paper_rows = [[name, f"{error:.2f}", str(failed)] for name, (error, failed) in paper.items()]
+    single = getattr(args, "single_task", 0)
+    training = f"qa{single} alone" if single else "joint training"
+    paper_lines = [] if single else [
+        f"The paper (Table 1, {args.subset} joint, best of 10 seeds): mean error (%) and failed tasks.", "",
+        common.markdown_table(["model", "mean error", "failed"], paper_rows, align="lrr"), ""]
     return "\n".join([
-        f"## {getattr(args, 'title', None) or f'bAbI question answering ({args.subset}, joint training)'}", "",
+        f"## {getattr(args, 'title', None) or f'bAbI question answering ({args.subset}, {training})'}", "",
         f"`{common.command_line()}` — {common.today()}, " + (
             f"collected from runs in `{args.work_dir}` trained by earlier invocations (their training minutes are "
             "in the table).  " if getattr(args, "report_only", False) else
             f"took {seconds / 60:.0f} min (runs kept in `{args.work_dir}` and resumed; {args.jobs} at a time"
             f"{', each on one TensorFlow thread' if args.jobs > 1 else ''}).  "),
         f"Machine: {common.machine_description()}.", "",
-        f"Test error (%) per task after {args.train_steps} steps of joint training on all 20 tasks "
-        f"(`babi_qa_<layout>_all_tasks_{args.subset}`; every 10th training story held out for validation), the "
-        "seed with the lowest mean validation error per model. `facts`: each sentence is one position, its words "
-        "summed under a learned positional mask, the story's last 70 facts (the paper's input); `concat`: "
+        f"Test error (%) per task after {args.train_steps} steps of "
+        + (f"training on qa{single} alone" if single else "joint training on all 20 tasks")
+        + f" (`babi_qa_<layout>_{tasks_name(args) if single else 'all_tasks'}_{args.subset}`; every 10th training "
+        "story held out for validation), the seed with the lowest mean validation error per model. `facts`: each "
+        "sentence is one position, its words summed under a learned positional mask, the story's last "
+        f"{story_facts('facts', args)} facts (the paper's input); `concat`: "
         "tensor2tensor's question + story tokens." + (
             " Training files missing from the data and taken from the 1k set instead: "
             + ", ".join(f"qa{task}" for task in getattr(args, "stand_ins", [])) + "."
             if getattr(args, "stand_ins", []) else ""), "",
-        common.markdown_table(headers, rows, align="l" + "r" * len(best)), "",
-        f"The paper (Table 1, {args.subset} joint, best of 10 seeds): mean error (%) and failed tasks.", "",
-        common.markdown_table(["model", "mean error", "failed"], paper_rows, align="lrr"), "",
-        "Validation accuracy (the trainer's evaluations, 20 batches of held-out questions over all tasks) and, "
+        common.markdown_table(headers, rows, align="l" + "r" * len(best)), "", *paper_lines,
+        f"Validation accuracy (the trainer's evaluations, 20 batches of held-out questions"
+        f"{'' if single else ' over all tasks'}) and, "
         "with ACT, mean ponder time by step, of the runs above:", "",
         validation_curves(best, args)])
 
@@ -245,6 +268,8 @@ def main(argv=None):
     parser.add_argument("--hparams", action="append", help="overrides for every model (e.g. layer_prepostprocess_dropout="
                         "0.3): runs of their own, a column of their own; repeat for several variants ('' for the "
                         "sets as they are)")
+    parser.add_argument("--single_task", type=int, default=0, choices=range(21), metavar="N",
+                        help="train on task N alone (babi_qa_<layout>_single_task<N>_<subset>); 0: all 20 jointly")
     parser.add_argument("--train_steps", type=int, default=20000)
     parser.add_argument("--checkpoint_every", type=int, default=500)
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (each on one thread if > 1)")
@@ -264,7 +289,7 @@ def main(argv=None):
         print(f"bAbI data not found: put the bAbI v1.2 tasks in {first}/qaN_<name>_{{train,test}}.txt[.gz] "
               "(or pass --data_dir); skipping.", file=sys.stderr)
         return 0
-    args.work_dir = os.path.join(args.work_dir, args.subset)
+    args.work_dir = os.path.join(args.work_dir, args.subset, *([tasks_name(args)] if args.single_task else []))
     os.makedirs(args.work_dir, exist_ok=True)
     args.data_dir, args.stand_ins = complete_data_dir(args)
     began = time.perf_counter()
@@ -284,7 +309,8 @@ def main(argv=None):
     text = report(results, args, time.perf_counter() - began)
     print(text)
     if args.write:
-        common.replace_section(args.section or f"babi_{args.subset}", text)
+        common.replace_section(args.section or "_".join(["babi", args.subset] + (
+            [tasks_name(args)] if args.single_task else [])), text)
     return 0
 
 

@@ -6,8 +6,11 @@ Registered names, for the 1k and 10k training sets of bAbI v1.2 (`<task>` is `al
     babi_qa_concat_<task>_{1k,10k}   tensor2tensor's names and input: question, separator, story tokens
     babi_qa_facts_<task>_{1k,10k}    the paper's input: one position per fact (the story's last 70), then the
                                      question
+    babi_qa_<layout>_single_task<N>_{1k,10k}
+                                     one task alone, trained and evaluated (the paper's single-task columns,
+                                     its code's `babi_qa_sentence_single_task<N>`; qa3 keeps 130 facts there)
 
-Every problem trains jointly on all 20 tasks (tensor2tensor's default and the paper's "joint" columns);
+The `<task>` problems train jointly on all 20 tasks (tensor2tensor's default and the paper's "joint" columns);
 `<task>` chooses what the eval and test splits hold. Splits: "train" is the training files without every
 10th story, "eval" those held-out stories (validation, for choosing among seeds as the paper did), "test"
 the test files. The answer is one class label (`targets` = `[label id]`, no EOS), so train these with an
@@ -25,11 +28,13 @@ from t2t_relpos.problems import problem
 
 
 class BabiQa(problem.Problem):
-    """A bAbI problem: `subset` ("1k"/"10k"), `task` (0 = all) of the eval/test splits, input `layout`, and
-    `story_facts`, how many of a story's last facts the input holds (None: the whole story)."""
+    """A bAbI problem: `subset` ("1k"/"10k"), `task` (0 = all) of the eval/test splits, whether training is
+    `joint` (all 20 tasks) or on `task` alone, input `layout`, and `story_facts`, how many of a story's last facts
+    the input holds (None: the whole story)."""
 
     subset = "1k"
     task = 0
+    joint = True
     layout = "concat"
     story_facts = None
     eval_metrics = ("accuracy",)
@@ -49,7 +54,7 @@ class BabiQa(problem.Problem):
 
         def read():
             file_split = "test" if split == "test" else "train"
-            tasks = list(babi_text.TASKS) if split == "train" or not self.task else [self.task]
+            tasks = list(babi_text.TASKS) if (split == "train" and self.joint) or not self.task else [self.task]
             examples = [e for t in tasks for e in babi_text.read_task(data_dir, self.subset, t, file_split)]
             if split != "test":
                 held_out = split == "eval"
@@ -138,15 +143,22 @@ def _round_robin(groups):
 
 
 def _register():
-    tasks = {"all_tasks": 0, **{f"task{t}": t for t in babi_text.TASKS}}
+    tasks = {"all_tasks": (0, True), **{f"task{t}": (t, True) for t in babi_text.TASKS},
+             **{f"single_task{t}": (t, False) for t in babi_text.TASKS}}
     for layout in babi_text.LAYOUTS:
         for subset in babi_text.SUBSETS:
-            for task_name, task in tasks.items():
+            for task_name, (task, joint) in tasks.items():
                 name = f"babi_qa_{layout}_{task_name}_{subset}"
+                story_facts = None
+                if layout == "facts":
+                    # Trained on qa3 alone, the memory networks and the paper's code kept 130 facts.
+                    alone = task == 3 and not joint
+                    story_facts = babi_text.STORY_FACTS_QA3_ALONE if alone else babi_text.STORY_FACTS
+                training = "joint training" if joint else "trained on that task alone"
                 cls = type(f"BabiQa_{layout}_{task_name}_{subset}", (BabiQa,),
-                           {"subset": subset, "task": task, "layout": layout, "__module__": __name__,
-                            "story_facts": babi_text.STORY_FACTS if layout == "facts" else None,
-                            "__doc__": f"bAbI v1.2 {subset}, {layout} input, joint training; evaluated on "
+                           {"subset": subset, "task": task, "joint": joint, "layout": layout,
+                            "__module__": __name__, "story_facts": story_facts,
+                            "__doc__": f"bAbI v1.2 {subset}, {layout} input, {training}; evaluated on "
                                        f"{'all tasks' if not task else f'task {task}'}."})
                 registry.register_problem(name)(cls)
 

@@ -42,6 +42,8 @@ FACT_WIDTH = 12
 # How many of a story's facts the facts layout keeps, the most recent: the paper's joint-training setting
 # (its code kept 70 for every task; single-task memory networks kept 130 for qa3).
 STORY_FACTS = 70
+# The same when training on qa3 alone (the memory networks' single-task setting and the paper's code).
+STORY_FACTS_QA3_ALONE = 130
 SEPARATOR = "|"
 LAYOUTS = ("concat", "facts")
 

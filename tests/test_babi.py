@@ -134,6 +134,11 @@ def test_problem_splits_and_missing_files(tmp_path):
     assert task3.example_groups("test", data_dir) == ["qa3"] * 60
     inputs, labels = task3.encoded("test", data_dir)
     assert all(ids[-1] == EOS_ID for ids in inputs) and all(len(label) == 1 for label in labels)
+    alone = registry.problem("babi_qa_facts_single_task3_1k")  # Trained and evaluated on task 3 alone.
+    assert {e.task for s in ("train", "eval", "test") for e in alone._examples(data_dir, s)} == {3}
+    assert len(alone._examples(data_dir, "train")) == len([e for e in train if e.task == 3])
+    assert alone.feature_encoders(data_dir)["inputs"].max_facts == 130
+    assert registry.problem("babi_qa_facts_single_task2_1k").feature_encoders(data_dir)["inputs"].max_facts == 70
     assert joint.model_arguments() == {"fact_width": 12} and task3.model_arguments() == {}
     assert joint.feature_encoders(data_dir)["inputs"].max_facts == 70
     assert task3.feature_encoders(data_dir)["inputs"].max_facts is None

@@ -104,6 +104,14 @@ def test_babi_training_time_adds_up_over_invocations_and_earlier_seeds_count(tmp
         ("a", "facts", 1, ""), ("a", "facts", 1, "relu_dropout=0.3"), ("b", "concat", 1, ""),
         ("b", "concat", 1, "relu_dropout=0.3")]
     assert babi.planned_runs("a:facts", None, "1,2") == [("a", "facts", 1, ""), ("a", "facts", 2, "")]
+    # A task trained alone: its problem, its row only, and no joint-training rows of the paper beside it.
+    alone = types.SimpleNamespace(**vars(args), single_task=3)
+    assert babi.tasks_name(alone) == "single_task3" and babi.story_facts("facts", alone) == 130
+    for run in found:
+        run["test"], run["eval"] = {3: run["test"][3]}, {3: run["eval"][3]}
+    table = babi.report(found, alone, 60.0)
+    assert "| qa3 " in table and "| qa2 " not in table and "Table 1" not in table
+    assert "(1k, qa3 alone)" in table and "`babi_qa_<layout>_single_task3_1k`" in table and "last 130 facts" in table
 
 
 def test_babi_report_shows_the_kept_runs_validation_accuracy_and_ponder_time_by_step(tmp_path):
