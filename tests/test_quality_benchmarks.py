@@ -271,3 +271,25 @@ def test_step_ratio_pairs_repetitions_and_reports_their_spread():
     assert table.rstrip().endswith("met.") and "NOT met" not in table
     slow = dict(result, ratio={"median": 1.08, "low": 1.07, "high": 1.09})
     assert "NOT met" in train_step.report([slow], 60.0)
+
+
+def test_babi_hops_asks_qa16_with_fewer_lookups(tmp_path):
+    hops = _load("babi_hops")
+    from t2t_relpos.problems import babi_text  # pylint: disable=import-outside-toplevel
+
+    lines = ["1 Lily is a frog.", "2 Bernhard is a frog.", "3 Bernhard is green.", "4 Brian is a lion.",
+             "5 Brian is white.", "6 Greg is a frog.", "7 What color is Greg?\tgreen\t6 2 3",
+             "1 Julius is a swan.", "2 Julius is gray.", "3 Lily is a swan.", "4 Lily is white.",
+             "5 Greg is a swan.", "6 What color is Greg?\twhite\t5 3 4"]
+    first, second = babi_text.parse(lines, 16)
+    assert hops.rewrite(first, 3) == first
+    assert hops.rewrite(first, 2).question == ("What", "color", "is", "frog", "?")
+    assert hops.rewrite(first, 2).answer == "green"
+    # One hop: a person whose colour is stated, not always the last one (story 0: Bernhard, story 1: Lily).
+    assert (hops.rewrite(first, 1).question[-2], hops.rewrite(first, 1).answer) == ("Bernhard", "green")
+    assert (hops.rewrite(second, 1).question[-2], hops.rewrite(second, 1).answer) == ("Lily", "white")
+    # Written back as bAbI text, the rewritten questions parse to the same examples.
+    again = babi_text.parse(hops.task_file_text([hops.rewrite(first, 2), hops.rewrite(second, 1)]).splitlines(), 16)
+    assert [(e.story, e.question, e.answer) for e in again] == [
+        (first.story, ("What", "color", "is", "frog", "?"), "green"), (second.story, hops.rewrite(second, 1).question,
+                                                                        "white")]
