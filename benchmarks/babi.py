@@ -38,6 +38,7 @@ PAPER = {
     "10k": {"Transformer": (22.1, 12), "Universal Transformer": (0.47, 0), "Adaptive UT": (0.29, 0)},
 }
 TASK_ERROR = re.compile(r"^\s+qa(\d+)\s+accuracy = [0-9.]+\s+error = ([0-9.]+)%", re.M)
+OVERALL_ERROR = re.compile(r"^answer_accuracy = [0-9.]+\s+error = ([0-9.]+)%", re.M)
 PONDER = re.compile(r"encoder_ponder_time ([0-9.]+)")
 
 
@@ -97,6 +98,8 @@ def run_one(hparams_set, layout, seed, hparams, args):
             f"--decode_to_file={os.path.join(run_dir, split + '.txt')}", "--decode_hparams=beam_size=1,batch_size=64",
             log=log, threads=threads)
         result[split] = {int(task): float(error) for task, error in TASK_ERROR.findall(decoded)}
+        if args.single_task and not result[split]:  # One task: the decoder reports it as the whole.
+            result[split] = {args.single_task: float(OVERALL_ERROR.findall(decoded)[-1])}
     if args.ponder_plot and "adaptive" in hparams_set:
         result["ponder_plot"] = ponder_plot(run_dir, args, log, threads)
     result["seconds"] = time.perf_counter() - began
