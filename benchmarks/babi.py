@@ -97,15 +97,21 @@ def run_one(hparams_set, layout, seed, hparams, args):
             "decoder", f"--output_dir={run_dir}", f"--data_dir={args.data_dir}", f"--decode_split={split}",
             f"--decode_to_file={os.path.join(run_dir, split + '.txt')}", "--decode_hparams=beam_size=1,batch_size=64",
             log=log, threads=threads)
-        result[split] = {int(task): float(error) for task, error in TASK_ERROR.findall(decoded)}
-        if args.single_task and not result[split]:  # One task: the decoder reports it as the whole.
-            result[split] = {args.single_task: float(OVERALL_ERROR.findall(decoded)[-1])}
+        result[split] = task_errors(decoded, args.single_task)
     if args.ponder_plot and "adaptive" in hparams_set:
         result["ponder_plot"] = ponder_plot(run_dir, args, log, threads)
     result["seconds"] = time.perf_counter() - began
     with open(saved, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
     return result
+
+
+def task_errors(decoded, single_task=0):
+    """{task: error %} from the decoder's report; for one task alone (`single_task`), its overall line."""
+    errors = {int(task): float(error) for task, error in TASK_ERROR.findall(decoded)}
+    if single_task and not errors:  # The decoder breaks errors down by task only where there are several.
+        errors = {single_task: float(OVERALL_ERROR.findall(decoded)[-1])}
+    return errors
 
 
 def tasks_name(args):

@@ -104,7 +104,11 @@ def test_babi_training_time_adds_up_over_invocations_and_earlier_seeds_count(tmp
         ("a", "facts", 1, ""), ("a", "facts", 1, "relu_dropout=0.3"), ("b", "concat", 1, ""),
         ("b", "concat", 1, "relu_dropout=0.3")]
     assert babi.planned_runs("a:facts", None, "1,2") == [("a", "facts", 1, ""), ("a", "facts", 2, "")]
-    # A task trained alone: its problem, its row only, and no joint-training rows of the paper beside it.
+    # A task trained alone: the decoder reports only its overall line; its problem, its row only, and no
+    # joint-training rows of the paper beside it.
+    assert babi.task_errors("answer_accuracy = 0.4260  error = 57.40%  (1000 questions)\n", 16) == {16: 57.4}
+    joint = "answer_accuracy = 0.9  error = 10.00%  (2 questions)\n  qa1   accuracy = 1.0000  error = 0.00%\n"
+    assert babi.task_errors(joint + "  qa2   accuracy = 0.8000  error = 20.00%\n") == {1: 0.0, 2: 20.0}
     alone = types.SimpleNamespace(**vars(args), single_task=3)
     assert babi.tasks_name(alone) == "single_task3" and babi.story_facts("facts", alone) == 130
     for run in found:
