@@ -2,14 +2,15 @@
 
     .venv/bin/python benchmarks/babi.py --data_dir ../shared/data/babi [--subset 1k]
         [--models adaptive_universal_transformer_babi:facts,...] [--seeds 1,2] [--train_steps 20000]
-        [--hparams '' --hparams layer_prepostprocess_dropout=0.3,...] [--single_task N] [--jobs 2] [--write]
+        [--hparams '' --hparams layer_prepostprocess_dropout=0.3,...] [--single_task N] [--jobs 2]
+        [--write]
 
 Each (hparams set, input layout, seed) trains with `t2t-relpos-trainer` on `babi_qa_<layout>_all_tasks_<subset>`
 (all 20 tasks jointly; every 10th training story held out for validation; with `--single_task N`,
-`babi_qa_<layout>_single_task<N>_<subset>`: task N alone, the paper's single-task setting), then `t2t-relpos-decoder` answers the
-validation and the test questions and reports the error of every task. Per model the seed with the lowest mean
-validation error is kept, as the paper picked the best of 10 runs on validation; its test errors are reported
-with the mean, the failed tasks (error > 5%) and the paper's row. Runs live in `--work_dir` and resume: a run
+`babi_qa_<layout>_single_task<N>_<subset>`: task N alone, the paper's single-task setting), then
+`t2t-relpos-decoder` answers the validation and the test questions and reports the error of every task. Per
+model the seed with the lowest mean validation error is kept, as the paper picked the best of 10 runs on
+validation; its test errors are reported with the mean, the failed tasks (error > 5%) and the paper's row. Runs live in `--work_dir` and resume: a run
 whose checkpoint has reached `--train_steps` is only decoded again if its results are missing, so raising
 `--train_steps` continues every run where it stopped; the table picks the best seed over every run of a model
 in `--work_dir` at those steps, those of earlier invocations included. `--hparams` overrides make runs (and table
@@ -121,12 +122,16 @@ def tasks_name(args):
 
 
 def story_facts(layout, args):
-    """How many of a story's last facts the problem keeps (None: all), as `problems/babi.py` registers it."""
+    """How many of a story's last facts the run's problem keeps (None: all)."""
     from t2t_relpos.problems import babi_text  # pylint: disable=import-outside-toplevel  # No TensorFlow.
 
-    if layout != "facts":
-        return None
-    return babi_text.STORY_FACTS_QA3_ALONE if getattr(args, "single_task", 0) == 3 else babi_text.STORY_FACTS
+    single = getattr(args, "single_task", 0)
+    return babi_text.story_facts(layout, single, joint=not single)
+
+
+def runs_dir(work_dir, subset, single_task=0):
+    """Where `main` keeps the runs of a subset (and of one task alone): `<work_dir>/<subset>[/single_task<N>]`."""
+    return os.path.join(work_dir, subset, *([f"single_task{single_task}"] if single_task else []))
 
 
 def load_result(path):
@@ -253,7 +258,7 @@ def report(results, args, seconds):
         f"Machine: {common.machine_description()}.", "",
         f"Test error (%) per task after {args.train_steps} steps of "
         + (f"training on qa{single} alone" if single else "joint training on all 20 tasks")
-        + f" (`babi_qa_<layout>_{tasks_name(args) if single else 'all_tasks'}_{args.subset}`; every 10th training "
+        + f" (`babi_qa_<layout>_{tasks_name(args)}_{args.subset}`; every 10th training "
         "story held out for validation), the seed with the lowest mean validation error per model. `facts`: each "
         "sentence is one position, its words summed under a learned positional mask, the story's last "
         f"{story_facts('facts', args)} facts (the paper's input); `concat`: "
@@ -298,7 +303,7 @@ def main(argv=None):
         print(f"bAbI data not found: put the bAbI v1.2 tasks in {first}/qaN_<name>_{{train,test}}.txt[.gz] "
               "(or pass --data_dir); skipping.", file=sys.stderr)
         return 0
-    args.work_dir = os.path.join(args.work_dir, args.subset, *([tasks_name(args)] if args.single_task else []))
+    args.work_dir = runs_dir(args.work_dir, args.subset, args.single_task)
     os.makedirs(args.work_dir, exist_ok=True)
     args.data_dir, args.stand_ins = complete_data_dir(args)
     began = time.perf_counter()

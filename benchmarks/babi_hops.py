@@ -1,7 +1,8 @@
 """bAbI qa16 asked with one, two or three lookups: how many reasoning hops a model learns, through the real CLIs.
 
     .venv/bin/python benchmarks/babi_hops.py --data_dir ../shared/data/babi [--subset 10k]
-        [--models universal_transformer_babi_rel:facts] [--hops 1,2,3] [--train_steps 8000] [--jobs 2] [--report_only] [--write]
+        [--models universal_transformer_babi_rel:facts] [--hops 1,2,3] [--train_steps 8000] [--jobs 2]
+        [--report_only] [--write]
 
 qa16 (basic induction) asks "What color is Greg?" of a story where Greg is a swan and only other swans' colours
 are stated: three lookups (Greg -> swan -> another swan -> its colour). Every joint run of `benchmarks/babi.py`
@@ -92,7 +93,7 @@ def train(args, hops, model):
                "--train_steps", str(args.train_steps), "--jobs", str(args.jobs), "--work_dir", work_dir]
               + (["--report_only"] if args.report_only else []))
     hparams_set, layout = model.split(":")
-    run_dir = os.path.join(work_dir, args.subset, f"single_task{TASK}", babi.run_name(hparams_set, layout, 1))
+    run_dir = os.path.join(babi.runs_dir(work_dir, args.subset, TASK), babi.run_name(hparams_set, layout, 1))
     return run_dir, babi.load_result(os.path.join(run_dir, "result.json"))
 
 

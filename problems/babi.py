@@ -149,15 +149,10 @@ def _register():
         for subset in babi_text.SUBSETS:
             for task_name, (task, joint) in tasks.items():
                 name = f"babi_qa_{layout}_{task_name}_{subset}"
-                story_facts = None
-                if layout == "facts":
-                    # Trained on qa3 alone, the memory networks and the paper's code kept 130 facts.
-                    alone = task == 3 and not joint
-                    story_facts = babi_text.STORY_FACTS_QA3_ALONE if alone else babi_text.STORY_FACTS
                 training = "joint training" if joint else "trained on that task alone"
                 cls = type(f"BabiQa_{layout}_{task_name}_{subset}", (BabiQa,),
                            {"subset": subset, "task": task, "joint": joint, "layout": layout,
-                            "__module__": __name__, "story_facts": story_facts,
+                            "__module__": __name__, "story_facts": babi_text.story_facts(layout, task, joint),
                             "__doc__": f"bAbI v1.2 {subset}, {layout} input, {training}; evaluated on "
                                        f"{'all tasks' if not task else f'task {task}'}."})
                 registry.register_problem(name)(cls)

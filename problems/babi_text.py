@@ -44,6 +44,14 @@ FACT_WIDTH = 12
 STORY_FACTS = 70
 # The same when training on qa3 alone (the memory networks' single-task setting and the paper's code).
 STORY_FACTS_QA3_ALONE = 130
+
+
+def story_facts(layout, task, joint):
+    """How many of a story's last facts a problem keeps (None: all): the facts layout keeps `STORY_FACTS`, or
+    `STORY_FACTS_QA3_ALONE` when training on qa3 alone; the concat layout keeps whole stories."""
+    if layout != "facts":
+        return None
+    return STORY_FACTS_QA3_ALONE if task == 3 and not joint else STORY_FACTS
 SEPARATOR = "|"
 LAYOUTS = ("concat", "facts")
 
