@@ -16,7 +16,8 @@ whose checkpoint has reached `--train_steps` is only decoded again if its result
 in `--work_dir` at those steps, those of earlier invocations included. `--hparams` overrides make runs (and table
 columns) of their own; repeat the flag to train and compare several variants in one table (`--hparams ''` is the
 sets as they are, the default). `--report_only` trains nothing and tabulates the finished runs of the models and
-variants named (those missing are left out). `--ponder_plot` draws the ponder time per fact of the first qa3 test story for the
+variants named (those missing are left out). `--task_curves` adds, per kept run, the validation error of each task
+by checkpoint (when each task is learned in a joint run). `--ponder_plot` draws the ponder time per fact of the first qa3 test story for the
 adaptive models (the paper's Figure 3). Without the data the script says where to put it and exits.
 """
 
@@ -217,6 +218,51 @@ def validation_curves(best, args):
     return common.markdown_table(["model", "", *(f"step {s}" for s in steps)], rows, align="ll" + "r" * len(steps))
 
 
+def checkpoint_steps(run_dir, train_steps, count=8):
+    """About `count` evenly spaced steps up to `train_steps` at which `run_dir` keeps a checkpoint, the last included."""
+    kept = sorted(int(m.group(1)) for m in (re.fullmatch(r"ckpt-(\d+)\.index", name) for name in os.listdir(run_dir))
+                  if m and int(m.group(1)) <= train_steps)
+    if not kept:
+        return []
+    picked = {kept[round(i * (len(kept) - 1) / (count - 1))] for i in range(count)} if len(kept) > count else set(kept)
+    return sorted(picked | {kept[-1]})
+
+
+def task_curve(run_dir, args, threads=0):
+    """{step: {task: validation error %}}: the decoder on the eval split at the run's checkpoints
+    (`checkpoint_steps`), kept in `<run_dir>/task_curve.json` so that only new checkpoints are decoded."""
+    saved = os.path.join(run_dir, "task_curve.json")
+    curve = {}
+    if os.path.exists(saved):
+        with open(saved, encoding="utf-8") as f:
+            curve = {int(step): {int(t): e for t, e in errors.items()} for step, errors in json.load(f).items()}
+    for step in checkpoint_steps(run_dir, args.train_steps):
+        if step not in curve:
+            decoded = common.run_cli(
+                "decoder", f"--output_dir={run_dir}", f"--checkpoint_path={os.path.join(run_dir, f'ckpt-{step}')}",
+                f"--data_dir={args.data_dir}", "--decode_split=eval", f"--decode_to_file={os.devnull}",
+                "--decode_hparams=beam_size=1,batch_size=64", log=run_dir + ".log", threads=threads)
+            curve[step] = task_errors(decoded, args.single_task)
+            with open(saved, "w", encoding="utf-8") as f:
+                json.dump(curve, f, indent=1)
+    return {step: curve[step] for step in sorted(curve) if step <= args.train_steps}
+
+
+def task_curves(best, args):
+    """Validation error by checkpoint of each task that is above 5% at any of them, per kept run (`task_curve`)."""
+    tables = []
+    for (hparams_set, layout, hparams), result in best.items():
+        curve = task_curve(os.path.join(args.work_dir, run_name(hparams_set, layout, result["seed"], hparams)), args)
+        steps = list(curve)
+        tasks = sorted({task for errors in curve.values() for task, error in errors.items() if error > 5.0})
+        rows = [[f"qa{task}"] + [f"{curve[s].get(task, float('nan')):.1f}" for s in steps] for task in tasks]
+        rows.append(["mean"] + [f"{_mean(curve[s]):.2f}" for s in steps])
+        tables += [f"`{hparams_set}` ({layout}{', ' + hparams if hparams else ''}), seed {result['seed']}:", "",
+                   common.markdown_table(["task", *(f"step {s}" for s in steps)], rows, align="l" + "r" * len(steps)),
+                   ""]
+    return tables
+
+
 def report(results, args, seconds):
     """The README section: best seed per model by validation, its test errors per task, the paper's rows."""
     best = {}
@@ -270,7 +316,9 @@ def report(results, args, seconds):
         f"Validation accuracy (the trainer's evaluations, 20 batches of held-out questions"
         f"{'' if single else ' over all tasks'}) and, "
         "with ACT, mean ponder time by step, of the runs above:", "",
-        validation_curves(best, args)])
+        validation_curves(best, args), *([
+            "", "Validation error (%) per task by checkpoint (the decoder on the held-out questions at each saved "
+            "step; the tasks above 5% at some step):", "", *task_curves(best, args)] if getattr(args, "task_curves", False) else [])])
 
 
 def main(argv=None):
@@ -292,6 +340,9 @@ def main(argv=None):
     parser.add_argument("--report_only", action="store_true", help="train nothing: tabulate the runs of these "
                         "models and variants already in --work_dir at --train_steps (runs trained by separate "
                         "invocations, in one table)")
+    parser.add_argument("--task_curves", action="store_true", help="decode the held-out questions at about 8 of each "
+                        "kept run's checkpoints and tabulate the error of every task above 5%% by step (when each "
+                        "task is learned)")
     parser.add_argument("--write", action="store_true", help="write the table into benchmarks/README.md")
     parser.add_argument("--section", help="README section to write (default babi_<subset>): comparisons of their "
                         "own beside the main table")

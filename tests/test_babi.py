@@ -2,12 +2,15 @@
 reference, the encoder-only classifiers, and a tiny run end to end through the CLIs."""
 
 import gzip
+import json
 import os
+import types
 
 import numpy as np
 import pytest
 
 from test_cli import run_tool
+from test_quality_benchmarks import babi as babi_benchmark
 from t2t_relpos import errors, registry
 from t2t_relpos.problems import babi as babi_problems
 from t2t_relpos.problems import babi_text
@@ -310,7 +313,7 @@ def test_tiny_babi_run_through_the_clis(tmp_path):
     run = str(tmp_path / "run")
     trained = run_tool("t2t-relpos-trainer", "--problem=babi_qa_facts_all_tasks_1k",
                        "--hparams_set=adaptive_universal_transformer_babi_rel", f"--data_dir={data_dir}",
-                       f"--output_dir={run}", "--train_steps=6", "--checkpoint_every=6", "--eval_steps=2",
+                       f"--output_dir={run}", "--train_steps=6", "--checkpoint_every=3", "--eval_steps=2",
                        "--hparams=hidden_size=16,filter_size=32,num_heads=2,batch_size=1024", "--seed=1",
                        timeout=300)
     assert trained.returncode == 0, trained.stderr[-2000:]
@@ -329,3 +332,15 @@ def test_tiny_babi_run_through_the_clis(tmp_path):
     one = run_tool("t2t-relpos-decoder", f"--output_dir={run}", f"--data_dir={data_dir}", "--decode_from_file=-",
                    stdin="Mary went to the garden . Where is Mary ?\n", timeout=300)
     assert one.returncode == 0 and one.stdout.strip() in answers
+    # The benchmark's per-task curve decodes the held-out questions at each kept checkpoint, once.
+    args = types.SimpleNamespace(train_steps=6, data_dir=data_dir, single_task=0)
+    curve = babi_benchmark.task_curve(run, args)
+    assert list(curve) == [3, 6] and all(sorted(errors) == list(range(1, 21)) for errors in curve.values())
+    assert all(0.0 <= error <= 100.0 for errors in curve.values() for error in errors.values())
+    with open(os.path.join(run, "task_curve.json"), encoding="utf-8") as f:
+        saved = json.load(f)
+    saved["3"]["1"] = 123.0  # Marks the saved curve: a second call reads it instead of decoding again.
+    with open(os.path.join(run, "task_curve.json"), "w", encoding="utf-8") as f:
+        json.dump(saved, f)
+    assert babi_benchmark.task_curve(run, args)[3][1] == 123.0
+    assert list(babi_benchmark.task_curve(run, types.SimpleNamespace(**{**vars(args), "train_steps": 3}))) == [3]

@@ -118,6 +118,16 @@ def test_babi_training_time_adds_up_over_invocations_and_earlier_seeds_count(tmp
     assert "(1k, qa3 alone)" in table and "`babi_qa_<layout>_single_task3_1k`" in table and "last 130 facts" in table
 
 
+def test_babi_task_curves_pick_evenly_spaced_checkpoints_the_last_included(tmp_path):
+    for step in range(1000, 12001, 1000):
+        (tmp_path / f"ckpt-{step}.index").write_text("")
+        (tmp_path / f"ckpt-{step}.data-00000-of-00001").write_text("")
+    (tmp_path / "ckpt-13000.index").write_text("")  # Beyond the table's steps.
+    assert babi.checkpoint_steps(str(tmp_path), 12000, count=4) == [1000, 5000, 8000, 12000]
+    assert babi.checkpoint_steps(str(tmp_path), 3500) == [1000, 2000, 3000]
+    assert babi.checkpoint_steps(str(tmp_path), 500) == []
+
+
 def test_babi_report_shows_the_kept_runs_validation_accuracy_and_ponder_time_by_step(tmp_path):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
