@@ -63,6 +63,10 @@ def default_hparams():
         min_length_bucket=8,
         length_bucket_step=1.1,
         accumulation_steps=1,  # Gradient accumulation: micro-batches per optimizer step.
+        # Joint multi-task training (bAbI's all-task problems): how often one pass over the training data shows
+        # each example of a task, as "task:times" items (["16:4", "17:4"]: qa16's and qa17's four times, the
+        # other tasks' once). Other problems refuse it.
+        task_repeats=[],
         train_steps=100000,
         # -- Decoding ---------------------------------------------------------------------------------------
         beam_size=4,

@@ -22,6 +22,7 @@ is downloaded or prepared.
 
 import numpy as np
 
+from t2t_relpos import errors
 from t2t_relpos import registry
 from t2t_relpos.problems import babi_text
 from t2t_relpos.problems import problem
@@ -37,6 +38,7 @@ class BabiQa(problem.Problem):
     joint = True
     layout = "concat"
     story_facts = None
+    has_tasks = True
     eval_metrics = ("accuracy",)
     decode_metric = "answer_accuracy"
 
@@ -110,19 +112,49 @@ class BabiQa(problem.Problem):
                    for ids in value[0]]
         return max(lengths) if lengths else None
 
-    def _dataset(self, split, data_dir, seed, num_shards, shard_index):
+    def dataset(self, split, data_dir=None, seed=None, num_shards=1, shard_index=0, hparams=None):
+        """`Problem.dataset`; joint training reads `hparams.task_repeats` (see `task_repeats`)."""
+        repeats = self.task_repeats(hparams.get("task_repeats") if hparams is not None else None)
+        seed = problem._checked(split, seed, num_shards, shard_index)  # pylint: disable=protected-access
+        examples = self._dataset(split, data_dir, seed, num_shards, shard_index,
+                                 repeats=repeats if split == "train" else {})
+        return problem._check_element_spec(examples, type(self).__name__)  # pylint: disable=protected-access
+
+    def task_repeats(self, items):
+        """{task: times} from `task_repeats` items ("16:4": each training pass shows every qa16 example 4 times).
+
+        Raises:
+            HParamsError: a malformed item, a task that is not 1-20, times below 1, or repeats for a problem
+                that trains on one task (nothing to weigh it against).
+        """
+        repeats = {}
+        for item in items or []:
+            task, _, times = str(item).partition(":")
+            if not (task.strip().isdigit() and times.strip().isdigit()) or int(task) not in babi_text.TASKS \
+                    or int(times) < 1:
+                raise errors.HParamsError(f"task_repeats item {item!r}: expected 'task:times' with a task from 1 "
+                                          "to 20 and times >= 1, e.g. 16:4")
+            repeats[int(task)] = int(times)
+        if repeats and not self.joint:
+            raise errors.HParamsError(f"task_repeats={list(items)}: {self.name} trains on one task alone")
+        return repeats
+
+    def _dataset(self, split, data_dir, seed, num_shards, shard_index, repeats=None):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
         inputs, labels = self.encoded(split, data_dir)
-        inputs, labels = inputs[shard_index::num_shards], labels[shard_index::num_shards]
+        # Each pass shows every example of a repeated task that many times (in the pass's random order).
+        tasks = [e.task for e in self._examples(data_dir, split)]
+        pass_indices = np.array([i for i, task in enumerate(tasks) for _ in range((repeats or {}).get(task, 1))],
+                                np.int64)[shard_index::num_shards]
         training = split == "train"
 
         def examples():
             epoch = 0
             while True:
-                order = (np.random.default_rng([seed if seed is not None else np.random.randint(2 ** 31), epoch,
-                                                shard_index]).permutation(len(inputs)) if training
-                         else range(len(inputs)))
+                order = (pass_indices[np.random.default_rng([
+                    seed if seed is not None else np.random.randint(2 ** 31), epoch, shard_index]).permutation(
+                        len(pass_indices))] if training else pass_indices)
                 for i in order:
                     yield {"inputs": np.asarray(inputs[i], np.int32), "targets": np.asarray(labels[i], np.int32)}
                 if not training:

@@ -159,6 +159,8 @@ class Problem(abc.ABC):
         eval_metrics: Names of the metrics computed on teacher-forced evaluation.
         decode_metric: The metric of decoded output that judges the model ("accuracy" or "bleu").
         allow_download: Whether `generate_data` may download raw data that is not in `tmp_dir`.
+        has_tasks: Whether the training data mixes tasks that `hparams.task_repeats` can weigh (bAbI's joint
+            problems); problems without refuse the hparam.
     """
 
     shared_vocab = False
@@ -167,6 +169,7 @@ class Problem(abc.ABC):
     # May `generate_data` fetch missing raw data from the internet? Off unless asked for (the tools'
     # --download flag), so that a machine without the data fails at once instead of retrying downloads.
     allow_download = False
+    has_tasks = False
 
     @property
     def name(self):
@@ -215,7 +218,7 @@ class Problem(abc.ABC):
         """
         del data_dir, tmp_dir
 
-    def dataset(self, split, data_dir=None, seed=None, num_shards=1, shard_index=0):
+    def dataset(self, split, data_dir=None, seed=None, num_shards=1, shard_index=0, hparams=None):
         """Examples of one split.
 
         Args:
@@ -225,16 +228,19 @@ class Problem(abc.ABC):
                 do not depend on it.
             num_shards: Number of input workers; each gets distinct data.
             shard_index: This worker's shard, in [0, num_shards).
+            hparams: The run's hyperparameters, for the few that choose training data (`task_repeats`, which
+                only joint multi-task problems accept); None: the problem's defaults.
 
         Returns:
             A `tf.data.Dataset` of `{"inputs": int32 [None], "targets": int32 [None]}`, each sequence ending
             in EOS_ID. The train split repeats forever; eval and test are finite and deterministic.
         """
         seed = _checked(split, seed, num_shards, shard_index)
+        _check_data_hparams(self, hparams)
         examples = self._dataset(split, data_dir, seed, num_shards, shard_index)
         return _check_element_spec(examples, type(self).__name__)
 
-    def example_chunks(self, split, data_dir=None, seed=None, num_shards=1, shard_index=0):
+    def example_chunks(self, split, data_dir=None, seed=None, num_shards=1, shard_index=0, hparams=None):
         """The examples of `dataset`, many per element, or None if the problem gives them one at a time.
 
         Problems that parse or tokenize examples in batches return those batches as they are, and the input
@@ -248,6 +254,7 @@ class Problem(abc.ABC):
             row splits; n varies): the examples `dataset` gives, in the same order for eval and test.
         """
         seed = _checked(split, seed, num_shards, shard_index)
+        _check_data_hparams(self, hparams)
         return self._example_chunks(split, data_dir, seed, num_shards, shard_index)
 
     @abc.abstractmethod
@@ -268,6 +275,15 @@ def _checked(split, seed, num_shards, shard_index):
     if not 0 <= shard_index < num_shards:
         raise ValueError(f"need 0 <= shard_index < num_shards, got shard {shard_index} of {num_shards}")
     return None if seed is None else int(seed)
+
+
+def _check_data_hparams(owner, hparams):
+    """A problem without tasks refuses `task_repeats` rather than train on data other than the run asked for."""
+    if hparams is not None and hparams.get("task_repeats") and not owner.has_tasks:
+        from t2t_relpos import errors  # pylint: disable=import-outside-toplevel
+
+        raise errors.HParamsError(f"task_repeats={hparams.task_repeats}: {owner.name} has no tasks to repeat "
+                                 "(only joint multi-task problems such as babi_qa_facts_all_tasks_1k do)")
 
 
 def _check_element_spec(examples, owner):

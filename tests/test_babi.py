@@ -1,6 +1,7 @@
 """bAbI: parsing the task files, the two input layouts, the problems' splits, FactEmbedding against a numpy
 reference, the encoder-only classifiers, and a tiny run end to end through the CLIs."""
 
+import collections
 import gzip
 import json
 import os
@@ -158,6 +159,45 @@ def test_problem_splits_and_missing_files(tmp_path):
     assert babi_problems._round_robin([1, 1, 2, 3, 3, 3]) == [0, 2, 3, 1, 4, 5]
     with pytest.raises(errors.DataError, match=r"en-10k/qa1_single-supporting-fact_train.txt\[.gz\] not found"):
         registry.problem("babi_qa_facts_task1_10k").feature_encoders(data_dir)
+
+
+def test_task_repeats_show_a_tasks_examples_that_many_times_per_pass(tmp_path):
+    from t2t_relpos.data import pipeline  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.hparams import defaults  # pylint: disable=import-outside-toplevel
+
+    data_dir = write_task_files(str(tmp_path), stories=4)
+    joint = registry.problem("babi_qa_facts_all_tasks_1k")
+    inputs, _ = joint.encoded("train", data_dir)
+    tasks = [e.task for e in joint._examples(data_dir, "train")]
+    hparams = defaults.default_hparams()
+
+    def one_pass(length, **kwargs):
+        stream = joint.dataset("train", data_dir, seed=5, hparams=hparams, **kwargs).as_numpy_iterator()
+        return [tuple(next(stream)["inputs"]) for _ in range(length)]
+
+    # None asked: the stream is the one runs trained on before task_repeats existed (resumed runs keep it).
+    before = np.random.default_rng([5, 0, 0]).permutation(len(inputs))
+    assert one_pass(len(inputs)) == [tuple(inputs[i]) for i in before]
+    # qa3 four times and qa20 twice per pass, every other task's examples once; the shards split the pass.
+    hparams.parse("task_repeats=[3:4,20:2]")
+    expected = collections.Counter(
+        tuple(ids) for ids, task in zip(inputs, tasks) for _ in range({3: 4, 20: 2}.get(task, 1)))
+    assert collections.Counter(one_pass(sum(expected.values()))) == expected
+    halves = [one_pass(sum(expected.values()) // 2, num_shards=2, shard_index=k) for k in (0, 1)]
+    assert collections.Counter(halves[0]) + collections.Counter(halves[1]) == expected
+    # Evaluation and test are never repeated.
+    assert len(list(joint.dataset("eval", data_dir, hparams=hparams))) == len(joint.encoded("eval", data_dir)[0])
+    # What cannot be honoured is an error, not a silently different run.
+    for bad in ("[3]", "[21:2]", "[3:0]", "[x:2]"):
+        hparams.parse(f"task_repeats={bad}")
+        with pytest.raises(errors.HParamsError, match="expected 'task:times'"):
+            joint.dataset("train", data_dir, hparams=hparams)
+    hparams.parse("task_repeats=[3:2]")
+    with pytest.raises(errors.HParamsError, match="trains on one task alone"):
+        registry.problem("babi_qa_facts_single_task3_1k").dataset("train", data_dir, hparams=hparams)
+    with pytest.raises(errors.HParamsError, match="has no tasks to repeat"):
+        pipeline.input_dataset("algorithmic_reverse_decimal40", hparams, "train", seed=1)
+    assert next(iter(pipeline.input_dataset(joint, hparams, "train", data_dir=data_dir, seed=1)))["inputs"].shape[0]
 
 
 def fact_embedding_reference(ids, embeddings, mask, width):

@@ -27,7 +27,7 @@ def input_dataset(problem, hparams, split, data_dir=None, seed=None, num_shards=
         problem: A `Problem` or a registered problem name.
         hparams: Reads `batch_size` (tokens per batch, padding included), `max_length` (longest training
             example; 0 or less means `batch_size`, as in tensor2tensor), `min_length_bucket` and
-            `length_bucket_step`.
+            `length_bucket_step`; the problem reads `task_repeats`.
         split: "train", "eval" or "test".
         data_dir: Directory of prepared data, for problems that read files.
         seed: Non-negative int making the train batches deterministic (the same batches in the same order on
@@ -49,9 +49,10 @@ def input_dataset(problem, hparams, split, data_dir=None, seed=None, num_shards=
     # Problems that read examples in chunks (parsed or tokenized many at a time) hand them over as they are:
     # one example per element costs more than anything else the pipeline does with it.
     chunks = problem.example_chunks(split, data_dir=data_dir, seed=seed, num_shards=num_shards,
-                                    shard_index=shard_index)
+                                    shard_index=shard_index, hparams=hparams)
     examples = chunks if chunks is not None else problem.dataset(split, data_dir=data_dir, seed=seed,
-                                                                 num_shards=num_shards, shard_index=shard_index)
+                                                                 num_shards=num_shards, shard_index=shard_index,
+                                                                 hparams=hparams)
     return batches_of(examples, hparams, training=split == "train", seed=seed, shard_index=shard_index,
                       shuffle_buffer=shuffle_buffer, pad_to_bucket_boundary=pad_to_bucket_boundary,
                       max_eval_length=problem.max_eval_length, chunked=chunks is not None)
