@@ -6,6 +6,8 @@ import os
 import time
 import types
 
+import numpy as np
+
 _BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 
 
@@ -19,6 +21,7 @@ def _load(name):
 length_generalisation = _load("length_generalisation")
 ablations = _load("ablations")
 babi = _load("babi")
+babi_fact_order = _load("babi_fact_order")
 
 _DECODER_OUTPUT = """char_accuracy = 0.0252  seq_accuracy = 0.0000  (100 sequences)
   reference length   1-10  char_accuracy = 0.2727  seq_accuracy = 0.1000  (3 sequences)
@@ -126,6 +129,32 @@ def test_babi_task_curves_pick_evenly_spaced_checkpoints_the_last_included(tmp_p
     assert babi.checkpoint_steps(str(tmp_path), 12000, count=4) == [1000, 5000, 8000, 12000]
     assert babi.checkpoint_steps(str(tmp_path), 3500) == [1000, 2000, 3000]
     assert babi.checkpoint_steps(str(tmp_path), 500) == []
+
+
+def test_babi_fact_order_swaps_the_entities_of_relational_facts_and_measures_the_embeddings():
+    from t2t_relpos.layers.fact_embedding import FactEmbedding  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.problems import babi_text  # pylint: disable=import-outside-toplevel
+
+    swap = babi_fact_order.swapped
+    assert swap("The kitchen is north of the hallway .".split()) == tuple("The hallway is north of the kitchen .".split())
+    assert swap("The triangle is to the left of the pink rectangle .".split()) == tuple(
+        "The pink rectangle is to the left of the triangle .".split())
+    assert swap("The chocolate fits inside the box .".split()) == tuple("The box fits inside the chocolate .".split())
+    assert swap("Mary went to the kitchen .".split()) is None and swap("Lily is a swan .".split()) is None
+    facts = [tuple("The kitchen is north of the hallway .".split()), tuple("The box is bigger than the chest .".split())]
+    story = babi_text.Example(task=19, story_index=0, story=(facts[0], ("Mary", "went", "to", "the", "kitchen", "."),
+                                                           facts[1], facts[0]), question=("Where", "is", "Mary", "?"),
+                              answer="kitchen")
+    assert babi_fact_order.relational_facts([story]) == facts  # Distinct, in order; others left out.
+    words = sorted({w for f in facts for w in f} | {"Mary", "Where", "?"})
+    encoder = babi_text.BabiInputEncoder(words, "facts")
+    for initializer, expected in (("ones", 1.0), ("position_encoding", None)):
+        embed = FactEmbedding(encoder.vocab_size, 16, babi_text.FACT_WIDTH, mask_initializer=initializer)
+        similarity = babi_fact_order.swap_similarities(embed, encoder, facts)
+        if expected:  # A bag of words: the two facts are one vector.
+            np.testing.assert_allclose(similarity, expected, rtol=1e-5)
+        else:  # Masks that weigh positions apart tell them apart.
+            assert similarity.shape == (2,) and np.all(similarity < 0.999)
 
 
 def test_babi_report_shows_the_kept_runs_validation_accuracy_and_ponder_time_by_step(tmp_path):
