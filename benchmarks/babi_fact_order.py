@@ -81,6 +81,14 @@ def measure(run, data_dir):
     return result, path.rsplit("-", 1)[-1]
 
 
+def labels(runs):
+    """Each run's folder name, with its parent's where two runs share a name (`single_task17/<set>_facts_s1`)."""
+    paths = [os.path.normpath(run.partition("@")[0]) for run in runs]
+    names = [os.path.basename(path) for path in paths]
+    return [os.path.join(os.path.basename(os.path.dirname(path)), name) if names.count(name) > 1 else name
+            for path, name in zip(paths, names)]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("runs", nargs="+", help="run directories, each optionally @STEP")
@@ -92,9 +100,9 @@ def main(argv=None):
         return 0
     began = time.perf_counter()
     rows = []
-    for run in args.runs:
+    for run, label in zip(args.runs, labels(args.runs)):
         result, step = measure(run, args.data_dir)
-        rows.append([f"`{os.path.basename(run.partition('@')[0].rstrip('/'))}`", step]
+        rows.append([f"`{label}`", step]
                     + [f"{result[t][0]:.3f} ({result[t][1]})" for t in TASKS])
     text = "\n".join([
         "## bAbI: do the fact vectors tell a relation from its reverse?", "",

@@ -146,6 +146,8 @@ def test_babi_fact_order_swaps_the_entities_of_relational_facts_and_measures_the
                                                            facts[1], facts[0]), question=("Where", "is", "Mary", "?"),
                               answer="kitchen")
     assert babi_fact_order.relational_facts([story]) == facts  # Distinct, in order; others left out.
+    assert babi_fact_order.labels(["r/10k/a_s1@12000", "r/10k/single_task17/b_s1", "r/10k/single_task19/b_s1/"]) == [
+        "a_s1", "single_task17/b_s1", "single_task19/b_s1"]
     words = sorted({w for f in facts for w in f} | {"Mary", "Where", "?"})
     encoder = babi_text.BabiInputEncoder(words, "facts")
     for initializer, expected in (("ones", 1.0), ("position_encoding", None)):
