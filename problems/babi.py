@@ -120,6 +120,10 @@ class BabiQa(problem.Problem):
                                  repeats=repeats if split == "train" else {})
         return problem._check_element_spec(examples, type(self).__name__)  # pylint: disable=protected-access
 
+    def check_hparams(self, hparams):
+        super().check_hparams(hparams)
+        self.task_repeats(hparams.get("task_repeats") if hparams is not None else None)
+
     def task_repeats(self, items):
         """{task: times} from `task_repeats` items ("16:4": each training pass shows every qa16 example 4 times).
 

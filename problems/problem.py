@@ -218,6 +218,15 @@ class Problem(abc.ABC):
         """
         del data_dir, tmp_dir
 
+    def check_hparams(self, hparams):
+        """Raises `HParamsError` where `hparams` ask for data this problem cannot give (`task_repeats` without
+        tasks), rather than train on other data than asked. The trainer calls it before it writes the run."""
+        if hparams is not None and hparams.get("task_repeats") and not self.has_tasks:
+            from t2t_relpos import errors  # pylint: disable=import-outside-toplevel
+
+            raise errors.HParamsError(f"task_repeats={hparams.task_repeats}: {self.name} has no tasks to repeat "
+                                      "(only joint multi-task problems such as babi_qa_facts_all_tasks_1k do)")
+
     def dataset(self, split, data_dir=None, seed=None, num_shards=1, shard_index=0, hparams=None):
         """Examples of one split.
 
@@ -236,7 +245,7 @@ class Problem(abc.ABC):
             in EOS_ID. The train split repeats forever; eval and test are finite and deterministic.
         """
         seed = _checked(split, seed, num_shards, shard_index)
-        _check_data_hparams(self, hparams)
+        self.check_hparams(hparams)
         examples = self._dataset(split, data_dir, seed, num_shards, shard_index)
         return _check_element_spec(examples, type(self).__name__)
 
@@ -254,7 +263,7 @@ class Problem(abc.ABC):
             row splits; n varies): the examples `dataset` gives, in the same order for eval and test.
         """
         seed = _checked(split, seed, num_shards, shard_index)
-        _check_data_hparams(self, hparams)
+        self.check_hparams(hparams)
         return self._example_chunks(split, data_dir, seed, num_shards, shard_index)
 
     @abc.abstractmethod
@@ -275,15 +284,6 @@ def _checked(split, seed, num_shards, shard_index):
     if not 0 <= shard_index < num_shards:
         raise ValueError(f"need 0 <= shard_index < num_shards, got shard {shard_index} of {num_shards}")
     return None if seed is None else int(seed)
-
-
-def _check_data_hparams(owner, hparams):
-    """A problem without tasks refuses `task_repeats` rather than train on data other than the run asked for."""
-    if hparams is not None and hparams.get("task_repeats") and not owner.has_tasks:
-        from t2t_relpos import errors  # pylint: disable=import-outside-toplevel
-
-        raise errors.HParamsError(f"task_repeats={hparams.task_repeats}: {owner.name} has no tasks to repeat "
-                                 "(only joint multi-task problems such as babi_qa_facts_all_tasks_1k do)")
 
 
 def _check_element_spec(examples, owner):

@@ -198,6 +198,13 @@ def test_task_repeats_show_a_tasks_examples_that_many_times_per_pass(tmp_path):
     with pytest.raises(errors.HParamsError, match="has no tasks to repeat"):
         pipeline.input_dataset("algorithmic_reverse_decimal40", hparams, "train", seed=1)
     assert next(iter(pipeline.input_dataset(joint, hparams, "train", data_dir=data_dir, seed=1)))["inputs"].shape[0]
+    # The trainer refuses a bad value before it writes the run, so the corrected command is not met by it again.
+    run = tmp_path / "run"
+    refused = run_tool("t2t-relpos-trainer", "--problem=babi_qa_facts_single_task3_1k",
+                       "--hparams_set=universal_transformer_babi_rel", f"--data_dir={data_dir}", f"--output_dir={run}",
+                       "--hparams=task_repeats=[3:2]", "--train_steps=1", timeout=300)
+    assert refused.returncode == 2 and "error: task_repeats=['3:2']" in refused.stderr
+    assert not (run / "hparams.json").exists()
 
 
 def fact_embedding_reference(ids, embeddings, mask, width):

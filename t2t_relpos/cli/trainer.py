@@ -76,6 +76,7 @@ def main(argv):  # pylint: disable=unused-argument
     if not problem_name:
         raise errors.T2TRelposError("--problem is required for a new run")
     problem = registry.problem(problem_name)
+    problem.check_hparams(hparams)  # Before the run is written: a fixed command must not meet the bad value again.
     registry.model(model_name)  # Fails early, with close matches, on an unknown name.
     if not strategy_lib.is_chief(strategy) or "://" in FLAGS.output_dir:
         # Only the chief writes the run (the others follow it); remote file systems have no advisory locks.
