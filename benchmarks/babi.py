@@ -230,8 +230,9 @@ def checkpoint_steps(run_dir, train_steps, count=8):
 
 def task_curve(run_dir, args, threads=0):
     """{step: {task: validation error %}}: the decoder on the eval split at the run's checkpoints
-    (`checkpoint_steps`), kept in `<run_dir>/task_curve.json` so that only new checkpoints are decoded. Every step
-    decoded so far up to `train_steps` is returned, those of earlier calls included (their checkpoints may be gone)."""
+    (`checkpoint_steps`), kept in `<run_dir>/task_curve.json` so that only new checkpoints are decoded. Every
+    step decoded so far up to `train_steps` is returned, those of earlier calls included (their checkpoints may
+    be gone)."""
     saved = os.path.join(run_dir, "task_curve.json")
     curve = {}
     if os.path.exists(saved):
@@ -342,8 +343,8 @@ def main(argv=None):
                         "models and variants already in --work_dir at --train_steps (runs trained by separate "
                         "invocations, in one table)")
     parser.add_argument("--task_curves", action="store_true", help="decode the held-out questions at about 8 of each "
-                        "kept run's checkpoints (and keep those of earlier calls) and tabulate the error of every task above 5%% by step (when each "
-                        "task is learned)")
+                        "kept run's checkpoints (and keep those of earlier calls) and tabulate the error of every "
+                        "task above 5%% by step (when each task is learned)")
     parser.add_argument("--write", action="store_true", help="write the table into benchmarks/README.md")
     parser.add_argument("--section", help="README section to write (default babi_<subset>): comparisons of their "
                         "own beside the main table")

@@ -112,13 +112,10 @@ class BabiQa(problem.Problem):
                    for ids in value[0]]
         return max(lengths) if lengths else None
 
-    def dataset(self, split, data_dir=None, seed=None, num_shards=1, shard_index=0, hparams=None):
-        """`Problem.dataset`; joint training reads `hparams.task_repeats` (see `task_repeats`)."""
+    def dataset_options(self, split, hparams):
+        """Joint training reads `hparams.task_repeats` (see `task_repeats`); evaluation and test never repeat."""
         repeats = self.task_repeats(hparams.get("task_repeats") if hparams is not None else None)
-        seed = problem._checked(split, seed, num_shards, shard_index)  # pylint: disable=protected-access
-        examples = self._dataset(split, data_dir, seed, num_shards, shard_index,
-                                 repeats=repeats if split == "train" else {})
-        return problem._check_element_spec(examples, type(self).__name__)  # pylint: disable=protected-access
+        return {"repeats": repeats if split == "train" else {}}
 
     def check_hparams(self, hparams):
         super().check_hparams(hparams)

@@ -246,8 +246,14 @@ class Problem(abc.ABC):
         """
         seed = _checked(split, seed, num_shards, shard_index)
         self.check_hparams(hparams)
-        examples = self._dataset(split, data_dir, seed, num_shards, shard_index)
+        examples = self._dataset(split, data_dir, seed, num_shards, shard_index,
+                                 **self.dataset_options(split, hparams))
         return _check_element_spec(examples, type(self).__name__)
+
+    def dataset_options(self, split, hparams):
+        """Extra keyword arguments for `_dataset` that a problem reads from the run's `hparams` (none here)."""
+        del split, hparams
+        return {}
 
     def example_chunks(self, split, data_dir=None, seed=None, num_shards=1, shard_index=0, hparams=None):
         """The examples of `dataset`, many per element, or None if the problem gives them one at a time.
