@@ -283,7 +283,8 @@ def report(args, device, decode_rows, train_rows, memory, seconds):
         lines += [common.markdown_table(headers, table), ""]
     if memory:
         rel, absolute = memory["relative"], memory["absolute"]
-        lines.append(f"Attention layer at n = {memory['length']} (d 512, 8 heads, forward + backward): XLA temporary buffers "
+        lines.append(f"Attention layer at n = {memory['length']} (d 512, 8 heads, forward + backward): "
+                     f"XLA temporary buffers "
                      f"{rel / 2**20:.1f} MiB relative, {absolute / 2**20:.1f} MiB absolute, "
                      f"ratio **{rel / absolute:.3f}**.")
     return "\n".join(lines)
