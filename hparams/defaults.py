@@ -65,7 +65,7 @@ def default_hparams():
         accumulation_steps=1,  # Gradient accumulation: micro-batches per optimizer step.
         # Joint multi-task training (bAbI's all-task problems): how often one pass over the training data shows
         # each example of a task, as "task:times" items (["16:4", "17:4"]: qa16's and qa17's four times, the
-        # other tasks' once). Other problems refuse it.
+        # other tasks' once; "3:0" leaves qa3 out of training, not of evaluation). Other problems refuse it.
         task_repeats=[],
         train_steps=100000,
         # -- Decoding ---------------------------------------------------------------------------------------

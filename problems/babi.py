@@ -122,22 +122,24 @@ class BabiQa(problem.Problem):
         self.task_repeats(hparams.get("task_repeats") if hparams is not None else None)
 
     def task_repeats(self, items):
-        """{task: times} from `task_repeats` items ("16:4": each training pass shows every qa16 example 4 times).
+        """{task: times} from `task_repeats` items ("16:4": each training pass shows every qa16 example 4 times;
+        "16:0": none, the task is left out of training, and still evaluated).
 
         Raises:
-            HParamsError: a malformed item, a task that is not 1-20, times below 1, or repeats for a problem
-                that trains on one task (nothing to weigh it against).
+            HParamsError: a malformed item, a task that is not 1-20, negative times, every task left out, or
+                repeats for a problem that trains on one task (nothing to weigh it against).
         """
         repeats = {}
         for item in items or []:
             task, _, times = str(item).partition(":")
-            if not (task.strip().isdigit() and times.strip().isdigit()) or int(task) not in babi_text.TASKS \
-                    or int(times) < 1:
+            if not (task.strip().isdigit() and times.strip().isdigit()) or int(task) not in babi_text.TASKS:
                 raise errors.HParamsError(f"task_repeats item {item!r}: expected 'task:times' with a task from 1 "
-                                          "to 20 and times >= 1, e.g. 16:4")
+                                          "to 20 and times >= 0, e.g. 16:4")
             repeats[int(task)] = int(times)
         if repeats and not self.joint:
             raise errors.HParamsError(f"task_repeats={list(items)}: {self.name} trains on one task alone")
+        if all(repeats.get(task, 1) == 0 for task in babi_text.TASKS):
+            raise errors.HParamsError(f"task_repeats={list(items)}: every task is left out of training")
         return repeats
 
     def _dataset(self, split, data_dir, seed, num_shards, shard_index, repeats=None):

@@ -188,10 +188,18 @@ def test_task_repeats_show_a_tasks_examples_that_many_times_per_pass(tmp_path):
     # Evaluation and test are never repeated.
     assert len(list(joint.dataset("eval", data_dir, hparams=hparams))) == len(joint.encoded("eval", data_dir)[0])
     # What cannot be honoured is an error, not a silently different run.
-    for bad in ("[3]", "[21:2]", "[3:0]", "[x:2]"):
+    # Times 0 leaves a task out of training: a pass holds the other tasks' examples alone.
+    hparams.parse("task_repeats=[3:0,20:2]")
+    expected = collections.Counter(
+        tuple(ids) for ids, task in zip(inputs, tasks) for _ in range({3: 0, 20: 2}.get(task, 1)))
+    assert 3 in tasks and collections.Counter(one_pass(sum(expected.values()))) == expected
+    for bad in ("[3]", "[21:2]", "[3:-1]", "[x:2]"):
         hparams.parse(f"task_repeats={bad}")
         with pytest.raises(errors.HParamsError, match="expected 'task:times'"):
             joint.dataset("train", data_dir, hparams=hparams)
+    hparams.parse("task_repeats=[" + ",".join(f"{task}:0" for task in range(1, 21)) + "]")
+    with pytest.raises(errors.HParamsError, match="every task is left out"):
+        joint.dataset("train", data_dir, hparams=hparams)
     hparams.parse("task_repeats=[3:2]")
     with pytest.raises(errors.HParamsError, match="trains on one task alone"):
         registry.problem("babi_qa_facts_single_task3_1k").dataset("train", data_dir, hparams=hparams)
