@@ -163,7 +163,7 @@ def report(results, args, seconds, unfinished=()):
     headers = ["task", "model", "train acc", *(f"char acc, length {b}" for b in SHOWN_BUCKETS), "char acc", "seq acc",
                "paper (char / seq)", "ponder (enc.)", "minutes"]
     return "\n".join([
-        "## Length generalisation (UT paper, Table 4 protocol)", "",
+        "## " + (getattr(args, "title", None) or "Length generalisation (UT paper, Table 4 protocol)"), "",
         f"`{common.command_line()}` — {common.today()}, " + (
             "collected from the finished runs" if getattr(args, "report_only", False) else
             f"took {seconds / 60:.0f} min") + f"; the pairs' runs (kept in `{args.work_dir}` and reused when "
@@ -204,6 +204,10 @@ def main(argv=None):
     parser.add_argument("--report_only", action="store_true", help="train nothing: tabulate the pairs already "
                         "finished in --work_dir at these steps and samples, and name the unfinished ones")
     parser.add_argument("--write", action="store_true", help="write the table into benchmarks/README.md")
+    parser.add_argument("--section", default="length_generalisation", help="README section to write: "
+                        "comparisons of their own get sections of their own, leaving the main table alone")
+    parser.add_argument("--title", help="the section's heading (default: Length generalisation (UT paper, "
+                        "Table 4 protocol))")
     args = parser.parse_args(argv)
     os.makedirs(args.work_dir, exist_ok=True)
     began = time.perf_counter()
@@ -223,7 +227,7 @@ def main(argv=None):
     text = report(results, args, time.perf_counter() - began, unfinished)
     print(text)
     if args.write:
-        common.replace_section("length_generalisation", text)
+        common.replace_section(args.section, text)
     return 0
 
 

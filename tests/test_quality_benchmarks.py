@@ -52,6 +52,20 @@ def test_length_generalisation_report_puts_paper_rows_beside_ours(tmp_path):
     assert [c.strip() for c in table[3].split("|")[3:9]] == ["", "", "", "0.10", "0.00", "0.07 / 0.00"]
 
 
+def test_length_generalisation_writes_the_section_it_is_given(tmp_path, monkeypatch):
+    """A report of other pairs once replaced the main table: --section and --title give it a section of its own."""
+    written = []
+    monkeypatch.setattr(length_generalisation.common, "replace_section", lambda *a, **k: written.append(a))
+    length_generalisation.main(["--tasks", "identity", "--models", "transformer", "--work_dir", str(tmp_path),
+                                "--report_only", "--write", "--section", "length_generalisation_sinusoid",
+                                "--title", "Copy with sinusoids"])
+    length_generalisation.main(["--tasks", "identity", "--models", "transformer", "--work_dir", str(tmp_path),
+                                "--report_only", "--write"])
+    assert [name for name, _ in written] == ["length_generalisation_sinusoid", "length_generalisation"]
+    assert written[0][1].startswith("## Copy with sinusoids\n")
+    assert written[1][1].startswith("## Length generalisation (UT paper, Table 4 protocol)\n")
+
+
 def test_babi_training_time_is_recorded_while_the_run_trains(tmp_path):
     """A run killed with its machine once lost the training time of its whole invocation (the count was written
     only at the end); the clock now writes it as it goes, and the total at the end."""
