@@ -2,6 +2,7 @@
 
     KERAS_BACKEND=jax python benchmarks/accelerator.py [--lengths 25,50,100,200] [--decode_models rel64,rel256,abs64]
                                                        [--batches 8,64] [--shapes small,base] [--reps N] [--quick]
+                                                       [--parts decoding,training,attention,memory]
                                                        [--json PATH]
 
 The package's layers, models and search are written in `keras.ops` and import no TensorFlow, so they run
@@ -18,6 +19,9 @@ where only JAX is installed. This script measures there the three figures that `
   encoder-decoder (`Transformer.stateless_call`, the package's label-smoothed cross-entropy, Keras's Adam
   stateless, parameters and optimizer state donated), compiled by `jax.jit`, at `train_step.SHAPES` on
   `train_step.SETTINGS` batches. Float32 parameters and activations.
+- **One attention layer, relative / absolute**: forward and backward of the training step's self-attention
+  layer alone, jitted, on the same batches' shapes (`attention_timing`), to say how much of the step's
+  difference the relative layers account for.
 - **Attention memory at n = 2048**: XLA's temporary buffer size (`compiled.memory_analysis()`) of forward
   plus backward of one `RelationAwareMultiHeadAttention` layer (d 512, 8 heads, k = 16) against the same layer
   with relative positions off, batch 1; what the compiled program reserves, not a sampled peak.
@@ -224,6 +228,46 @@ def training_figures(shapes, settings, reps):
     return rows
 
 
+def attention_timing(settings, reps, width=512, heads=8, k=16):
+    """[{setting, ms: {absolute, relative}, ratios}]: forward + backward of one self-attention layer, jitted.
+
+    The layer of the training step alone (`RelationAwareMultiHeadAttention`, d 512, 8 heads, k = 16 against the
+    same layer without relations), on `[rows, longest, d]` inputs of `train_step.SETTINGS`, padding masked: how
+    much of the step's difference one relative layer accounts for.
+    """
+    import jax  # pylint: disable=import-outside-toplevel
+    import keras  # pylint: disable=import-outside-toplevel
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    from t2t_relpos.layers import RelationAwareMultiHeadAttention  # pylint: disable=import-outside-toplevel
+
+    rows = []
+    for setting in settings:
+        ids = train_step.make_batch(setting)["inputs"]
+        x = jax.numpy.asarray(np.random.default_rng(0).normal(size=ids.shape + (width,)).astype("float32"))
+        mask = jax.numpy.asarray(ids != 0)
+        calls = {}
+        for kind, max_relative_position in (("absolute", None), ("relative", k)):
+            keras.utils.set_random_seed(1)
+            layer = RelationAwareMultiHeadAttention(num_heads=heads, key_dim=width // heads,
+                                                    max_relative_position=max_relative_position)
+            layer.build(x.shape)
+            weights = [v.value for v in layer.trainable_variables]
+
+            def loss(weights, x, mask, layer=layer):
+                y, _ = layer.stateless_call(weights, [], x, query_mask=mask, value_mask=mask)
+                return (y * y).sum()
+
+            fn = jax.jit(jax.grad(loss, argnums=(0, 1)))
+            _timed(fn, weights, x, mask)
+            calls[kind] = (fn, (weights, x, mask))
+        samples = _interleaved(calls, reps)
+        rows.append({"setting": setting, "ms": {kind: [1000.0 * t for t in v] for kind, v in samples.items()},
+                     "ratios": [r / a for a, r in zip(samples["absolute"], samples["relative"])]})
+        print(f"attention {setting}: done", file=sys.stderr, flush=True)
+    return rows
+
+
 def attention_memory(length=2048, width=512, heads=8, k=16):
     """{relative, absolute: XLA temp bytes of forward + backward of one attention layer at `length`}."""
     import jax  # pylint: disable=import-outside-toplevel
@@ -252,7 +296,7 @@ def attention_memory(length=2048, width=512, heads=8, k=16):
     return out
 
 
-def report(args, device, decode_rows, train_rows, memory, seconds):
+def report(args, device, decode_rows, train_rows, memory, seconds, attention_rows=()):
     lines = [f"`{common.command_line()}` — {common.today()}, took {seconds / 60:.1f} min.  ",
              f"Device: {device}; host {platform.machine()}, Python {platform.python_version()}, "
              f"Keras {common._version('keras')}.", ""]  # pylint: disable=protected-access
@@ -281,6 +325,16 @@ def report(args, device, decode_rows, train_rows, memory, seconds):
                           f"{statistics.median(row['ms']['relative']):.2f}",
                           f"**{statistics.median(ratios):.3f}** ({min(ratios):.3f}-{max(ratios):.3f})"])
         lines += [common.markdown_table(headers, table), ""]
+    if attention_rows:
+        headers = ["one attention layer, forward + backward", "absolute ms", "relative ms",
+                   "relative / absolute (min-max)"]
+        table = []
+        for row in attention_rows:
+            ratios = row["ratios"]
+            table.append([row["setting"], f"{statistics.median(row['ms']['absolute']):.3f}",
+                          f"{statistics.median(row['ms']['relative']):.3f}",
+                          f"**{statistics.median(ratios):.3f}** ({min(ratios):.3f}-{max(ratios):.3f})"])
+        lines += [common.markdown_table(headers, table), ""]
     if memory:
         rel, absolute = memory["relative"], memory["absolute"]
         lines.append(f"Attention layer at n = {memory['length']} (d 512, 8 heads, forward + backward): "
@@ -298,7 +352,7 @@ def main(argv=None):
     parser.add_argument("--shapes", default="small,base")
     parser.add_argument("--settings", default="mixed,long")
     parser.add_argument("--reps", type=int, default=9)
-    parser.add_argument("--parts", default="decoding,training,memory")
+    parser.add_argument("--parts", default="decoding,training,attention,memory")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, to check the script runs")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
@@ -319,13 +373,14 @@ def main(argv=None):
                                     lengths, args.reps) if "decoding" in parts else [])
     train_rows = (training_figures(args.shapes.split(","), args.settings.split(","), args.reps)
                   if "training" in parts else [])
+    attention_rows = (attention_timing(args.settings.split(","), args.reps) if "attention" in parts else [])
     memory = (attention_memory(length=64 if args.quick else 2048) if "memory" in parts else None)
-    text = report(args, device, decode_rows, train_rows, memory, time.time() - began)
+    text = report(args, device, decode_rows, train_rows, memory, time.time() - began, attention_rows)
     print(text)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"device": device, "decoding": decode_rows, "training": train_rows, "memory": memory,
-                       "report": text}, f, indent=1)
+            json.dump({"device": device, "decoding": decode_rows, "training": train_rows,
+                       "attention": attention_rows, "memory": memory, "report": text}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,9 @@ def test_tiny_run_on_jax_decodes_exactly_and_reports_every_part(tmp_path):
     (training,) = figures["training"]
     assert len(training["ratios"]) == 2 and all(r > 0 for r in training["ratios"])
     assert training["params"]["relative"] > training["params"]["absolute"]
+    (attention,) = figures["attention"]
+    assert attention["setting"] == "mixed" and len(attention["ratios"]) == 2
     memory = figures["memory"]
     assert memory["length"] == 64 and memory["relative"] > 0 and memory["absolute"] > 0
     report = figures["report"]
-    assert "| rel64 |     2 | beam 4 |" in report and "relative / absolute" in report
+    assert "| rel64 |     2 | beam 4 |" in report and "one attention layer, forward + backward" in report
