@@ -92,4 +92,7 @@ def default_hparams():
         # bAbI's facts layout: the initial positional masks over a fact's words, "ones" (a bag of words at first)
         # or "position_encoding" (End-To-End Memory Networks' encoding of word order).
         fact_mask_initializer="ones",
+        # Whether those masks are trained (False: fixed at their initial value, as the memory networks' position
+        # encoding was).
+        fact_mask_trainable=True,
     )

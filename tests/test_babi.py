@@ -274,6 +274,39 @@ def test_fact_masks_can_start_from_the_memory_networks_position_encoding():
         FactEmbedding(vocab_size=11, hidden_size=depth, fact_width=width, mask_initializer="zeros")
 
 
+def test_fixed_fact_masks_stay_at_their_initial_value_while_the_model_trains():
+    """`fact_mask_trainable=False` keeps the positional masks out of training, the word embeddings in it."""
+    import keras  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from t2t_relpos.layers import FactEmbedding, fact_embedding  # pylint: disable=import-outside-toplevel
+
+    cls = registry.model("universal_transformer_encoder")
+    model = cls(13, 7, fact_width=4, hidden_size=8, filter_size=16, num_heads=2, num_encoder_layers=1,
+                num_rec_steps=2, norm_position="pre", classifier_readout="last",
+                fact_mask_initializer="position_encoding", fact_mask_trainable=False)
+    ids = np.array([[5, 6, 7, 0, 8, 9, 0, 0, 1, 0, 0, 0]])
+    model({"inputs": ids}, training=False)
+    embedding = model.embedding
+    assert any(w is embedding.position_mask for w in model.non_trainable_weights)
+    assert not any(w is embedding.position_mask for w in model.trainable_weights)
+    words = keras.ops.convert_to_numpy(embedding.embeddings).copy()
+    optimizer = keras.optimizers.SGD(learning_rate=1.0)
+    with tf.GradientTape() as tape:
+        loss = keras.ops.sum(model({"inputs": ids}, training=True) ** 2)
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_weights), model.trainable_weights))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(embedding.position_mask),
+                               fact_embedding.position_encoding(4, 8), rtol=1e-6)
+    assert not np.allclose(keras.ops.convert_to_numpy(embedding.embeddings), words)
+    assert cls.from_config(model.get_config()).fact_mask_trainable is False
+    assert FactEmbedding.from_config(embedding.get_config()).trainable_mask is False
+    # The default trains them, as before.
+    trained = cls(13, 7, fact_width=4, hidden_size=8, filter_size=16, num_heads=2, num_encoder_layers=1,
+                  num_rec_steps=2)
+    trained({"inputs": ids}, training=False)
+    assert any(w is trained.embedding.position_mask for w in trained.trainable_weights)
+
+
 @pytest.mark.parametrize("model_name,extra", [
     ("transformer_encoder", {"position_encoding": "relative", "fact_width": 4}),
     ("universal_transformer_encoder", {"recurrence_type": "act", "act_max_steps": 3, "fact_width": 4}),

@@ -42,6 +42,9 @@ class FactEmbedding(keras.layers.Layer):
         fact_width: W, the ids per sentence.
         num_reserved_ids: Ids that are not words (0 = PAD, 1 = EOS in this package).
         mask_initializer: "ones" or "position_encoding", the masks' initial value (above).
+        trainable_mask: False keeps the masks at their initial value (End-To-End Memory Networks fixed their
+            position encoding): the word embeddings then learn alone, and tasks trained together cannot pull
+            the shared word-order weights their own ways.
 
     Call arguments:
         ids: int `[B, F * W]` (a trailing partial chunk is padded) or `[B, F, W]`.
@@ -58,13 +61,15 @@ class FactEmbedding(keras.layers.Layer):
     ((1, 3, 8), [[True, True, False]])
     """
 
-    def __init__(self, vocab_size, hidden_size, fact_width, num_reserved_ids=2, mask_initializer="ones", **kwargs):
+    def __init__(self, vocab_size, hidden_size, fact_width, num_reserved_ids=2, mask_initializer="ones",
+                 trainable_mask=True, **kwargs):
         super().__init__(**kwargs)
         if fact_width < 1:
             raise ValueError(f"fact_width must be >= 1, got {fact_width}")
         if mask_initializer not in MASK_INITIALIZERS:
             raise ValueError(f"mask_initializer must be one of {MASK_INITIALIZERS}, got {mask_initializer!r}")
         self.mask_initializer = mask_initializer
+        self.trainable_mask = bool(trainable_mask)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.fact_width = fact_width
@@ -79,7 +84,7 @@ class FactEmbedding(keras.layers.Layer):
             value = position_encoding(self.fact_width, self.hidden_size)
             initializer = lambda shape, dtype=None: ops.convert_to_tensor(value, dtype)  # noqa: E731
         self.position_mask = self.add_weight(name="position_mask", shape=(self.fact_width, self.hidden_size),
-                                             initializer=initializer)
+                                             initializer=initializer, trainable=self.trainable_mask)
 
     def chunk(self, ids):
         """`[B, L]` ids -> `[B, ceil(L / W), W]`, the last chunk padded with zeros; `[B, F, W]` unchanged."""
@@ -109,5 +114,5 @@ class FactEmbedding(keras.layers.Layer):
         config = super().get_config()
         config.update({"vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
                        "fact_width": self.fact_width, "num_reserved_ids": self.num_reserved_ids,
-                       "mask_initializer": self.mask_initializer})
+                       "mask_initializer": self.mask_initializer, "trainable_mask": self.trainable_mask})
         return config

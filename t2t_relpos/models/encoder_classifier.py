@@ -26,6 +26,7 @@ ENCODER_HPARAMS = (
     "attention_value_channels", "norm_position", "norm_epsilon", "position_encoding", "max_relative_position",
     "relative_keys", "relative_values", "heads_share_relative_embeddings", "layer_prepostprocess_dropout",
     "attention_dropout", "relu_dropout", "initializer_gain", "classifier_readout", "fact_mask_initializer",
+    "fact_mask_trainable",
 )
 READOUTS = ("mean", "first", "last")
 
@@ -41,6 +42,8 @@ class TransformerEncoderClassifier(keras.Model):
         fact_width: 0 reads one token per position; W > 0 reads W-id sentences, one per position.
         fact_mask_initializer: with `fact_width`, the initial positional masks of `FactEmbedding` ("ones" or
             "position_encoding").
+        fact_mask_trainable: with `fact_width`, whether those masks are trained (False: fixed at their
+            initial value).
         classifier_readout: "mean" (of the non-padding positions), "first" or "last" (non-padding position).
         The rest: the hyperparameters of `ENCODER_HPARAMS` (see `hparams/defaults.py`); `from_hparams` reads
         them from an `HParams`.
@@ -68,7 +71,7 @@ class TransformerEncoderClassifier(keras.Model):
                  norm_position="post", norm_epsilon=1e-6, position_encoding="sinusoid", max_relative_position=16,
                  relative_keys=True, relative_values=True, heads_share_relative_embeddings=False,
                  layer_prepostprocess_dropout=0.1, attention_dropout=0.1, relu_dropout=0.1, initializer_gain=1.0,
-                 classifier_readout="mean", fact_mask_initializer="ones", **kwargs):
+                 classifier_readout="mean", fact_mask_initializer="ones", fact_mask_trainable=True, **kwargs):
         super().__init__(**kwargs)
         if classifier_readout not in READOUTS:
             raise ValueError(f"classifier_readout must be one of {READOUTS}, got {classifier_readout!r}")
@@ -77,6 +80,7 @@ class TransformerEncoderClassifier(keras.Model):
         self.target_vocab_size = target_vocab_size
         self.fact_width = fact_width
         self.fact_mask_initializer = fact_mask_initializer
+        self.fact_mask_trainable = bool(fact_mask_trainable)
         self.architecture = {
             "hidden_size": hidden_size, "filter_size": filter_size, "num_heads": num_heads,
             "num_encoder_layers": num_encoder_layers, "attention_key_channels": attention_key_channels,
@@ -90,7 +94,8 @@ class TransformerEncoderClassifier(keras.Model):
         self.hidden_size = hidden_size
         dtype = self.dtype_policy
         self.embedding = (FactEmbedding(input_vocab_size, hidden_size, fact_width,
-                                        mask_initializer=fact_mask_initializer, dtype=dtype, name="embedding")
+                                        mask_initializer=fact_mask_initializer,
+                                        trainable_mask=self.fact_mask_trainable, dtype=dtype, name="embedding")
                           if fact_width else TokenEmbedding(input_vocab_size, hidden_size, dtype=dtype,
                                                             name="embedding"))
         self.encoder = self.make_encoder(num_encoder_layers, stack_arguments(self.architecture, dtype))
@@ -163,7 +168,8 @@ class TransformerEncoderClassifier(keras.Model):
         config = super().get_config()
         config.update({"input_vocab_size": self.input_vocab_size, "target_vocab_size": self.target_vocab_size,
                        "fact_width": self.fact_width, "classifier_readout": self.classifier_readout,
-                       "fact_mask_initializer": self.fact_mask_initializer})
+                       "fact_mask_initializer": self.fact_mask_initializer,
+                       "fact_mask_trainable": self.fact_mask_trainable})
         config.update(self.architecture)
         return config
 
