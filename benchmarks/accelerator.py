@@ -65,21 +65,12 @@ def _timed(fn, *args):
 
 
 def _interleaved(calls, reps):
-    """{name: [seconds per repetition]} for `calls` {name: (fn, args)}, round-robin over `reps`."""
-    samples = {name: [] for name in calls}
-    for _ in range(reps):
-        for name, (fn, args) in calls.items():
-            samples[name].append(_timed(fn, *args))
-    return samples
+    """{name: [seconds per call, one per repetition]} for `calls` {name: (fn, args)}, waiting for each result
+    (`common.interleaved_samples`: rotated order, samples of one repetition pairable)."""
+    import jax  # pylint: disable=import-outside-toplevel
 
-
-def _sources(batch, seed=0):
-    import numpy as np  # pylint: disable=import-outside-toplevel
-
-    ids = np.random.default_rng(seed).integers(2, decoding.VOCAB_SIZE, (batch, decoding.SOURCE_LENGTH))
-    ids = ids.astype("int32")
-    ids[:, -1] = decoding.EOS_ID
-    return ids
+    fns = {name: (lambda fn=fn, args=args: jax.block_until_ready(fn(*args))) for name, (fn, args) in calls.items()}
+    return common.interleaved_samples(fns, {"wall": time.perf_counter}, reps, warmup=0)["wall"]
 
 
 def _greedy_agreement(model, greedy_fn, inputs):
@@ -118,7 +109,7 @@ def decoding_figures(models, batches, lengths, reps):
     for name in models:
         model = decoding.ForcedLength(decoding.build_model(name))
         for batch in batches:
-            inputs = jax.numpy.asarray(_sources(batch))
+            inputs = jax.numpy.asarray(decoding.source_ids(batch=batch))
             calls = {}
             for search_name in decoding.SEARCHES:
                 for length in lengths:

@@ -155,14 +155,20 @@ def ponder_steps(model, inputs, outputs):
             "decoder": float(np.mean(details["ponder_times"]["decoder"]))}
 
 
-def make_sources(vocab_size=VOCAB_SIZE, batch=BATCH, length=SOURCE_LENGTH, seed=0):
-    """`[batch, length]` int32 random source ids in [2, vocab_size), each ending with EOS."""
+def source_ids(vocab_size=VOCAB_SIZE, batch=BATCH, length=SOURCE_LENGTH, seed=0):
+    """`[batch, length]` int32 numpy random source ids in [2, vocab_size), each ending with EOS."""
     import numpy as np  # pylint: disable=import-outside-toplevel
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     ids = np.random.default_rng(seed).integers(2, vocab_size, (batch, length)).astype("int32")
     ids[:, -1] = EOS_ID
-    return tf.constant(ids)
+    return ids
+
+
+def make_sources(vocab_size=VOCAB_SIZE, batch=BATCH, length=SOURCE_LENGTH, seed=0):
+    """`source_ids` as a TensorFlow constant."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    return tf.constant(source_ids(vocab_size, batch, length, seed))
 
 
 def copying_writes():
