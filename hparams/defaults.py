@@ -63,6 +63,9 @@ def default_hparams():
         min_length_bucket=8,
         length_bucket_step=1.1,
         accumulation_steps=1,  # Gradient accumulation: micro-batches per optimizer step.
+        # Top-level layers of the model left untrained (their weights kept as built or restored), by name:
+        # ["encoder"], ["embedding", "classifier"] (OpenNMT-tf's freeze_layers). For fine-tuning and diagnosis.
+        freeze_layers=[],
         # Joint multi-task training (bAbI's all-task problems): how often one pass over the training data shows
         # each example of a task, as "task:times" items (["16:4", "17:4"]: qa16's and qa17's four times, the
         # other tasks' once; "3:0" leaves qa3 out of training, not of evaluation). Other problems refuse it.

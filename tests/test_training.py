@@ -8,8 +8,11 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
+from t2t_relpos import errors
 from t2t_relpos import registry
 from t2t_relpos.problems import algorithmic
 from t2t_relpos.training import checkpoints
@@ -268,3 +271,34 @@ def test_the_step_compiled_with_xla_and_in_mixed_precision_matches_the_graph(tmp
     assert metrics["xla"]["loss"] == pytest.approx(metrics["graph"]["loss"], abs=1e-4)
     assert metrics["bf16"]["loss"] == pytest.approx(metrics["graph"]["loss"], abs=0.05)
     assert metrics["xla"]["accuracy"] == metrics["graph"]["accuracy"]
+
+
+def test_frozen_layers_keep_their_weights_while_the_rest_trains(tmp_path):
+    problem = algorithmic.AlgorithmicReverseDecimal40(train_length=4, eval_length=4, num_eval_examples=16)
+    hparams = registry.hparams("transformer_cpu_rel")
+    hparams.parse("batch_size=128,learning_rate_warmup_steps=10,freeze_layers=[encoder]")
+    trainer = trainer_lib.Trainer(problem, hparams, str(tmp_path), seed=1, checkpoint_every=5, eval_every=0,
+                                  eval_steps=1, verbose=False)
+    names = {layer.name for layer in trainer.model.layers}
+    assert "encoder" in names and "decoder" in names, names
+    before = {v.path: v.numpy().copy() for v in trainer.model.weights}
+    trainer.train(5)
+    moved = {path for path, value in before.items()
+             if not np.array_equal(value, next(v for v in trainer.model.weights if v.path == path).numpy())}
+    assert any("/encoder/" in path for path in before) and any("/decoder/" in path for path in moved), sorted(moved)
+    assert not any("/encoder/" in path for path in moved), sorted(moved)
+
+    # The frozen run's checkpoint holds every variable, so it resumes with the layers trained again.
+    hparams_all = registry.hparams("transformer_cpu_rel")
+    hparams_all.parse("batch_size=128,learning_rate_warmup_steps=10")
+    resumed = trainer_lib.Trainer(problem, hparams_all, str(tmp_path / "resumed"), seed=1, verbose=False)
+    resumed_checkpoint = tf.train.Checkpoint(model=resumed.model, optimizer=resumed.optimizer)
+    resumed_checkpoint.restore(trainer.manager.latest_checkpoint).assert_existing_objects_matched()
+
+
+def test_freezing_a_layer_the_model_lacks_names_the_ones_it_has(tmp_path):
+    problem = algorithmic.AlgorithmicReverseDecimal40(train_length=4, eval_length=4, num_eval_examples=16)
+    hparams = registry.hparams("transformer_cpu_rel")
+    hparams.parse("freeze_layers=[encoders]")
+    with pytest.raises(errors.HParamsError, match=r"no top-level layer 'encoders'; it has .*encoder"):
+        trainer_lib.Trainer(problem, hparams, str(tmp_path), verbose=False)

@@ -19,6 +19,7 @@ import time
 import keras
 import tensorflow as tf
 
+from t2t_relpos import errors
 from t2t_relpos import registry
 from t2t_relpos.data import pipeline
 from t2t_relpos.training import checkpoints
@@ -55,7 +56,6 @@ class TrainingInterrupted(Exception):
 
 def build_model(hparams, problem, data_dir=None, model_name=None, dtype=None):
     """The registered model `model_name` (default `hparams.model`) for `problem`'s vocabularies, built."""
-    from t2t_relpos import errors  # pylint: disable=import-outside-toplevel
 
     input_vocab, target_vocab = problem.vocab_sizes(data_dir)
     name = model_name or hparams.model
@@ -69,6 +69,20 @@ def build_model(hparams, problem, data_dir=None, model_name=None, dtype=None):
     model = model_class.from_hparams(hparams, input_vocab, target_vocab, dtype=dtype, **arguments)
     model.build()
     return model
+
+
+def freeze_layers(model, names):
+    """Marks the model's top-level layers called `names` untrainable (`hparams.freeze_layers`).
+
+    Raises:
+        HParamsError: a name that is not one of the model's top-level layers (the message lists them).
+    """
+    layers = {layer.name: layer for layer in model.layers}
+    for name in names:
+        if name not in layers:
+            raise errors.HParamsError(f"freeze_layers: {type(model).__name__} has no top-level layer {name!r}; "
+                                      f"it has {', '.join(sorted(layers))}")
+        layers[name].trainable = False
 
 
 def _accepts(model_class, argument):
@@ -127,7 +141,8 @@ class Trainer:
         with self.strategy.scope():
             self.model = build_model(hparams, problem, data_dir, model_name, dtype=mixed_precision)
             self.optimizer = optimizers.from_hparams(hparams, mixed_precision)
-            self.optimizer.build(self.model.trainable_variables)
+            self.optimizer.build(self.model.trainable_variables)  # Every variable, so checkpoints match.
+            freeze_layers(self.model, hparams.get("freeze_layers") or [])
             self._accumulators = self._make_accumulators() if self.accumulation_steps > 1 else None
         checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
         self.restored_from = checkpoints.restore_latest(checkpoint, output_dir, self.is_chief)
