@@ -432,3 +432,46 @@ def test_tiny_babi_run_through_the_clis(tmp_path):
         json.dump(saved, f)
     assert babi_benchmark.task_curve(run, args)[3][1] == 123.0
     assert list(babi_benchmark.task_curve(run, types.SimpleNamespace(**{**vars(args), "train_steps": 3}))) == [3]
+
+
+def test_a_run_continued_on_other_tasks_keeps_its_frozen_layers_and_reports_both_ends(tmp_path):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    from test_quality_benchmarks import _load  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.hparams import stored as stored_hparams  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.training import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
+
+    babi_continue = _load("babi_continue")
+    data_dir = write_task_files(str(tmp_path / "babi"), stories=10)  # Story 10 of each task is held out.
+    run = str(tmp_path / "run")
+    first = run_tool("t2t-relpos-trainer", "--problem=babi_qa_facts_all_tasks_1k",
+                     "--hparams_set=universal_transformer_babi_rel", f"--data_dir={data_dir}", f"--output_dir={run}",
+                     "--train_steps=2", "--checkpoint_every=2", "--eval_steps=1", "--seed=1",
+                     "--hparams=hidden_size=16,filter_size=32,num_heads=2,num_rec_steps=2,batch_size=1024,"
+                     "task_repeats=[" + ",".join(f"{t}:0" for t in range(2, 21)) + "]", timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    work = str(tmp_path / "continued")
+    common = ["--from_run", run, "--data_dir", data_dir, "--subset", "1k", "--work_dir", work]
+    with pytest.raises(SystemExit, match="error: .* has no checkpoint of step 7"):
+        babi_continue.main(common + ["--from_step", "7", "--name", "nothing"])
+    assert babi_continue.main(common + ["--from_step", "2", "--name", "qa2_frozen", "--tasks", "1,2",
+                                        "--task_repeats", "2:3", "--freeze", "encoder", "--steps", "2"]) == 0
+    out = os.path.join(work, "qa2_frozen")
+    with open(os.path.join(out, "hparams.json"), encoding="utf-8") as f:
+        stored = json.load(f)["hparams"]
+    assert stored["task_repeats"] == [f"{t}:0" for t in range(3, 21)] + ["2:3"]
+    assert stored["freeze_layers"] == ["encoder"]
+    hparams, problem_name, _ = stored_hparams.load(out)
+    weights = {}  # {step: {layer: [arrays]}}
+    for step in (2, 4):
+        model = trainer_lib.build_model(hparams, registry.problem(problem_name), data_dir)
+        tf.train.Checkpoint(model=model).restore(os.path.join(out, f"ckpt-{step}")).expect_partial()
+        weights[step] = {layer.name: [w.numpy() for w in layer.weights] for layer in model.layers}
+    assert weights[2]["encoder"] and all(np.array_equal(a, b) for a, b in zip(weights[2]["encoder"],
+                                                                               weights[4]["encoder"]))
+    assert not all(np.array_equal(a, b) for a, b in zip(weights[2]["classifier"], weights[4]["classifier"]))
+    with open(os.path.join(out, "continue.json"), encoding="utf-8") as f:
+        result = json.load(f)
+    assert sorted(map(int, result["start"])) == sorted(map(int, result["end"])) == list(range(1, 21))
+    assert all(0.0 <= error <= 100.0 for errors in (result["start"], result["end"]) for error in errors.values())
+    table = babi_continue.report([result])
+    assert "| qa2_frozen " in table and "| encoder " in table and "| 2 -> 4 " in table

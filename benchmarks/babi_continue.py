@@ -1,0 +1,147 @@
+"""bAbI: continue a trained run on other tasks, parts of the model frozen, and see what the new updates undo.
+
+    .venv/bin/python benchmarks/babi_continue.py --from_run RUN --from_step 4000 --name NAME \
+        --data_dir ../shared/data/babi [--subset 10k] [--tasks all | 1,17] [--task_repeats 17:8] \
+        [--freeze encoder[,embedding]] [--steps 1000] [--work_dir /work/runs/babi_continue] [--write]
+
+A run trained on some tasks (e.g. qa17 alone, through the joint problem with the other tasks at `task_repeats`
+0) is copied at `--from_step` into `<work_dir>/<NAME>`: weights, Adam state and step, so the learning-rate
+schedule goes on where it was. The copy's `task_repeats` becomes `--tasks` (the others at 0) plus
+`--task_repeats`, its `freeze_layers` becomes `--freeze` (the model's top-level layers: `embedding`, `encoder`,
+`classifier` for the bAbI models), and the real trainer runs it `--steps` further. The decoder then gives every
+task's validation error at both ends. A task learned at the start and lost at the end was undone by the
+other tasks' updates, through the layers that were left trainable.
+
+The table lists every continuation in `<work_dir>` (each kept in `<NAME>/continue.json`; rerunning a name
+reuses it): the tasks learned at the start (<= 5% validation error), their errors at the end, and the mean over
+all 20 tasks at both ends.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import babi  # noqa: E402  pylint: disable=wrong-import-position
+import common  # noqa: E402  pylint: disable=wrong-import-position
+
+LEARNED = 5.0  # % validation error: a task at or below it counts as learned.
+
+
+def copy_run(args, out):
+    """`<out>`: the run's stored settings and its checkpoint at `--from_step`, with this continuation's tasks."""
+    from t2t_relpos.problems import babi_text  # pylint: disable=import-outside-toplevel  # No TensorFlow.
+
+    prefix = f"ckpt-{args.from_step}"
+    files = [name for name in os.listdir(args.from_run) if name.startswith(prefix + ".")]
+    if not files:
+        raise SystemExit(f"error: {args.from_run} has no checkpoint of step {args.from_step} ({prefix}.index)")
+    os.makedirs(out)
+    for name in files + ["hparams.json"]:
+        shutil.copy(os.path.join(args.from_run, name), out)
+    with open(os.path.join(out, "checkpoint"), "w", encoding="utf-8") as f:
+        f.write(f'model_checkpoint_path: "{prefix}"\nall_model_checkpoint_paths: "{prefix}"\n')
+    with open(os.path.join(out, "hparams.json"), encoding="utf-8") as f:
+        record = json.load(f)
+    trained = babi_text.TASKS if args.tasks == "all" else [int(t) for t in args.tasks.split(",")]
+    record["hparams"]["task_repeats"] = [f"{t}:0" for t in babi_text.TASKS if t not in trained] + [
+        item for item in args.task_repeats.split(",") if item]
+    record["hparams"]["freeze_layers"] = [name for name in args.freeze.split(",") if name]
+    with open(os.path.join(out, "hparams.json"), "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=1)
+
+
+def validation_errors(out, step, data_dir, threads):
+    """{task: validation error %} of the continuation's checkpoint at `step`."""
+    decoded = common.run_cli(
+        "decoder", f"--output_dir={out}", f"--checkpoint_path={os.path.join(out, f'ckpt-{step}')}",
+        f"--data_dir={data_dir}", "--decode_split=eval", f"--decode_to_file={os.devnull}",
+        "--decode_hparams=beam_size=1,batch_size=64", log=out + ".log", threads=threads)
+    return babi.task_errors(decoded)
+
+
+def run(args):
+    out = os.path.join(args.work_dir, args.name)
+    saved = os.path.join(out, "continue.json")
+    if os.path.exists(saved):
+        with open(saved, encoding="utf-8") as f:
+            return json.load(f)
+    if not os.path.exists(out):
+        copy_run(args, out)
+    data_dir, _ = babi.complete_data_dir(args)
+    began = time.perf_counter()
+    end = args.from_step + args.steps
+    common.run_cli("trainer", f"--output_dir={out}", f"--data_dir={data_dir}", f"--train_steps={end}",
+                   "--eval_steps=20", f"--checkpoint_every={args.steps}", "--log_every=500", f"--seed={args.seed}",
+                   log=out + ".log", threads=args.threads)
+    minutes = (time.perf_counter() - began) / 60
+    result = {"name": args.name, "from_run": args.from_run, "from_step": args.from_step, "steps": args.steps,
+              "tasks": args.tasks, "task_repeats": args.task_repeats, "freeze": args.freeze,
+              "start": validation_errors(out, args.from_step, data_dir, args.threads),
+              "end": validation_errors(out, end, data_dir, args.threads), "training_minutes": round(minutes, 1)}
+    with open(saved, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
+def _mean(errors):
+    return sum(errors.values()) / max(len(errors), 1)
+
+
+def report(results):
+    """A markdown table of continuations (`run`'s results)."""
+    rows = []
+    for r in results:
+        start = {int(t): e for t, e in r["start"].items()}
+        end = {int(t): e for t, e in r["end"].items()}
+        learned = [t for t in sorted(start) if start[t] <= LEARNED]
+        rows.append([r["name"], r["tasks"] + (f" ({r['task_repeats']})" if r["task_repeats"] else ""),
+                     r["freeze"] or "nothing", f"{r['from_step']} -> {r['from_step'] + r['steps']}",
+                     ", ".join(f"qa{t} {start[t]:.1f} -> {end.get(t, float('nan')):.1f}" for t in learned) or "none",
+                     f"{_mean(start):.1f} -> {_mean(end):.1f}", f"{r['training_minutes']:.0f}"])
+    return common.markdown_table(
+        ["continuation", "tasks trained", "frozen", "steps", "tasks learned at the start: validation error %",
+         "mean validation error %", "training minutes"], rows)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--from_run", required=True)
+    parser.add_argument("--from_step", type=int, required=True)
+    parser.add_argument("--name", required=True, help="the continuation's directory in --work_dir")
+    parser.add_argument("--data_dir", required=True)
+    parser.add_argument("--subset", default="10k", choices=("1k", "10k"))
+    parser.add_argument("--tasks", default="all", help="'all' or a comma list of the tasks trained")
+    parser.add_argument("--task_repeats", default="", help="more task_repeats items, e.g. 17:8")
+    parser.add_argument("--freeze", default="", help="comma list of top-level layers left untrained")
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="TensorFlow threads per process (0: one per core)")
+    parser.add_argument("--work_dir", default="/work/runs/babi_continue")
+    parser.add_argument("--write", action="store_true", help="replace the babi_continue section of README.md")
+    args = parser.parse_args(argv)
+    run(args)
+    results = []
+    for name in sorted(os.listdir(args.work_dir)):
+        path = os.path.join(args.work_dir, name, "continue.json")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                results.append(json.load(f))
+    text = "\n".join([
+        "## bAbI: a trained run continued on other tasks, layers frozen", "",
+        f"`{common.command_line()}` (the last continuation; the others were run the same way) — {common.today()}.  ",
+        f"Machine: {common.machine_description()}.", "",
+        "Validation error (%) per task of each continuation's first and last checkpoint (the decoder on the "
+        "held-out stories); a task counts as learned at <= 5%.", "", report(results)])
+    print(text)
+    if args.write:
+        common.replace_section("babi_continue", text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
