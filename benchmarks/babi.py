@@ -228,6 +228,15 @@ def checkpoint_steps(run_dir, train_steps, count=8):
     return sorted(picked | {kept[-1]})
 
 
+def validation_errors(run_dir, step, data_dir, threads=0, single_task=0):
+    """{task: validation error %} of the run's checkpoint at `step` (the decoder on the eval split, greedy)."""
+    decoded = common.run_cli(
+        "decoder", f"--output_dir={run_dir}", f"--checkpoint_path={os.path.join(run_dir, f'ckpt-{step}')}",
+        f"--data_dir={data_dir}", "--decode_split=eval", f"--decode_to_file={os.devnull}",
+        "--decode_hparams=beam_size=1,batch_size=64", log=run_dir + ".log", threads=threads)
+    return task_errors(decoded, single_task)
+
+
 def task_curve(run_dir, args, threads=0):
     """{step: {task: validation error %}}: the decoder on the eval split at the run's checkpoints
     (`checkpoint_steps`), kept in `<run_dir>/task_curve.json` so that only new checkpoints are decoded. Every
@@ -240,11 +249,7 @@ def task_curve(run_dir, args, threads=0):
             curve = {int(step): {int(t): e for t, e in errors.items()} for step, errors in json.load(f).items()}
     for step in checkpoint_steps(run_dir, args.train_steps):
         if step not in curve:
-            decoded = common.run_cli(
-                "decoder", f"--output_dir={run_dir}", f"--checkpoint_path={os.path.join(run_dir, f'ckpt-{step}')}",
-                f"--data_dir={args.data_dir}", "--decode_split=eval", f"--decode_to_file={os.devnull}",
-                "--decode_hparams=beam_size=1,batch_size=64", log=run_dir + ".log", threads=threads)
-            curve[step] = task_errors(decoded, args.single_task)
+            curve[step] = validation_errors(run_dir, step, args.data_dir, threads, args.single_task)
             with open(saved, "w", encoding="utf-8") as f:
                 json.dump(curve, f, indent=1)
     return {step: curve[step] for step in sorted(curve) if step <= args.train_steps}

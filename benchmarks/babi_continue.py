@@ -55,15 +55,6 @@ def copy_run(args, out):
         json.dump(record, f, indent=1)
 
 
-def validation_errors(out, step, data_dir, threads):
-    """{task: validation error %} of the continuation's checkpoint at `step`."""
-    decoded = common.run_cli(
-        "decoder", f"--output_dir={out}", f"--checkpoint_path={os.path.join(out, f'ckpt-{step}')}",
-        f"--data_dir={data_dir}", "--decode_split=eval", f"--decode_to_file={os.devnull}",
-        "--decode_hparams=beam_size=1,batch_size=64", log=out + ".log", threads=threads)
-    return babi.task_errors(decoded)
-
-
 def run(args):
     out = os.path.join(args.work_dir, args.name)
     saved = os.path.join(out, "continue.json")
@@ -82,8 +73,8 @@ def run(args):
     minutes = (time.perf_counter() - began) / 60
     result = {"name": args.name, "from_run": args.from_run, "from_step": args.from_step, "steps": args.steps,
               "tasks": args.tasks, "task_repeats": args.task_repeats, "freeze": args.freeze,
-              "start": validation_errors(out, args.from_step, data_dir, args.threads),
-              "end": validation_errors(out, end, data_dir, args.threads), "training_minutes": round(minutes, 1)}
+              "start": babi.validation_errors(out, args.from_step, data_dir, args.threads),
+              "end": babi.validation_errors(out, end, data_dir, args.threads), "training_minutes": round(minutes, 1)}
     with open(saved, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
     return result
