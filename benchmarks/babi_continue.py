@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/babi_continue.py --from_run RUN --from_step 4000 --name NAME \
         --data_dir ../shared/data/babi [--subset 10k] [--tasks all | 1,17] [--task_repeats 17:8] \
-        [--freeze encoder[,embedding]] [--steps 1000] [--work_dir /work/runs/babi_continue] [--write]
+        [--freeze encoder[,embedding]] [--qa16_hops 2] [--steps 1000] [--work_dir /work/runs/babi_continue] [--write]
 
 A run trained on some tasks (e.g. qa17 alone, through the joint problem with the other tasks at `task_repeats`
 0) is copied at `--from_step` into `<work_dir>/<NAME>`: weights, Adam state and step, so the learning-rate
@@ -27,6 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import babi  # noqa: E402  pylint: disable=wrong-import-position
+import babi_hops  # noqa: E402  pylint: disable=wrong-import-position
 import common  # noqa: E402  pylint: disable=wrong-import-position
 
 LEARNED = 5.0  # % validation error: a task at or below it counts as learned.
@@ -63,7 +64,7 @@ def run(args):
             return json.load(f)
     if not os.path.exists(out):
         copy_run(args, out)
-    data_dir, _ = babi.complete_data_dir(args)
+    data_dir, _ = babi.complete_data_dir(args) if args.qa16_hops == 3 else _hops_data_dir(args)
     began = time.perf_counter()
     end = args.from_step + args.steps
     # Checkpoints every 1000 steps at most: rerunning the same command resumes a long continuation.
@@ -73,11 +74,20 @@ def run(args):
     minutes = (time.perf_counter() - began) / 60
     result = {"name": args.name, "from_run": args.from_run, "from_step": args.from_step, "steps": args.steps,
               "tasks": args.tasks, "task_repeats": args.task_repeats, "freeze": args.freeze,
+              "qa16_hops": args.qa16_hops,
               "start": babi.validation_errors(out, args.from_step, data_dir, args.threads),
               "end": babi.validation_errors(out, end, data_dir, args.threads), "training_minutes": round(minutes, 1)}
     with open(saved, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
     return result
+
+
+def _hops_data_dir(args):
+    """The data directory with qa16 rewritten to `args.qa16_hops` lookups, the other tasks' files linked."""
+    root = babi_hops.version_data_dir(args, args.qa16_hops)
+    # Training files missing from the subset (10k qa3) are linked in from the 1k copy beside them, in place.
+    return babi.complete_data_dir(argparse.Namespace(data_dir=root, subset=args.subset,
+                                                     work_dir=os.path.dirname(root)))
 
 
 def _mean(errors):
@@ -91,7 +101,9 @@ def report(results):
         start = {int(t): e for t, e in r["start"].items()}
         end = {int(t): e for t, e in r["end"].items()}
         learned = [t for t in sorted(start) if start[t] <= LEARNED]
-        rows.append([r["name"], r["tasks"] + (f" ({r['task_repeats']})" if r["task_repeats"] else ""),
+        hops = r.get("qa16_hops", 3)
+        rows.append([r["name"], r["tasks"] + (f" ({r['task_repeats']})" if r["task_repeats"] else "")
+                     + (f"; qa16 asked with {hops} lookup{'s' * (hops > 1)}" if hops != 3 else ""),
                      r["freeze"] or "nothing", f"{r['from_step']} -> {r['from_step'] + r['steps']}",
                      ", ".join(f"qa{t} {start[t]:.1f} -> {end.get(t, float('nan')):.1f}" for t in learned) or "none",
                      f"{_mean(start):.1f} -> {_mean(end):.1f}", f"{r['training_minutes']:.0f}"])
@@ -110,6 +122,8 @@ def main(argv=None):
     parser.add_argument("--tasks", default="all", help="'all' or a comma list of the tasks trained")
     parser.add_argument("--task_repeats", default="", help="more task_repeats items, e.g. 17:8")
     parser.add_argument("--freeze", default="", help="comma list of top-level layers left untrained")
+    parser.add_argument("--qa16_hops", type=int, default=3, choices=(1, 2, 3),
+                        help="qa16 asked with this many lookups (3: as it is; see benchmarks/babi_hops.py)")
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="TensorFlow threads per process (0: one per core)")

@@ -475,3 +475,31 @@ def test_a_run_continued_on_other_tasks_keeps_its_frozen_layers_and_reports_both
     assert all(0.0 <= error <= 100.0 for errors in (result["start"], result["end"]) for error in errors.values())
     table = babi_continue.report([result])
     assert "| qa2_frozen " in table and "| encoder " in table and "| 2 -> 4 " in table
+
+
+def test_a_continuation_can_ask_qa16_with_two_lookups_of_the_same_stories(tmp_path):
+    from test_quality_benchmarks import _load  # pylint: disable=import-outside-toplevel
+
+    babi_continue = _load("babi_continue")
+    data_dir = write_task_files(str(tmp_path / "babi"), stories=2, subset="en-10k")
+    write_task_files(data_dir, stories=2, subset="en")
+    qa16 = ("1 Lily is a frog.\n2 Bernhard is a frog.\n3 Bernhard is green.\n4 Greg is a frog.\n"
+            "5 What color is Greg?\tgreen\t4 2 3\n")
+    for subset in ("en", "en-10k"):
+        for split in ("train", "test"):
+            for name in os.listdir(os.path.join(data_dir, subset)):
+                if name.startswith(f"qa16_basic-induction_{split}"):
+                    os.remove(os.path.join(data_dir, subset, name))
+            with open(os.path.join(data_dir, subset, f"qa16_basic-induction_{split}.txt"), "w",
+                      encoding="utf-8") as f:
+                f.write(qa16)
+    os.remove(os.path.join(data_dir, "en-10k", "qa4_two-arg-relations_train.txt"))  # As 10k qa3 is missing.
+    args = types.SimpleNamespace(data_dir=data_dir, subset="10k", work_dir=str(tmp_path / "work"), qa16_hops=2)
+    linked, missing = babi_continue._hops_data_dir(args)  # pylint: disable=protected-access
+    assert missing == [4]
+    assert [e.question for e in babi_text.read_task(linked, "10k", 16, "train")] == [("What", "color", "is", "frog", "?")]
+    assert babi_text.read_task(linked, "10k", 4, "train") == babi_text.read_task(data_dir, "1k", 4, "train")
+    assert babi_text.read_task(linked, "10k", 1, "test") == babi_text.read_task(data_dir, "10k", 1, "test")
+    result = {"name": "hops2", "tasks": "all", "task_repeats": "", "freeze": "", "qa16_hops": 2, "from_step": 4,
+              "steps": 2, "start": {"16": 50.0}, "end": {"16": 1.0}, "training_minutes": 1.0}
+    assert "all; qa16 asked with 2 lookups" in babi_continue.report([result])
