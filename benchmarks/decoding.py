@@ -7,10 +7,10 @@ Four paths run the same search code (`t2t_relpos.decoding.search.greedy` and `.b
 alpha 0.6), each wrapped whole in one `tf.function`, traced and run once before timing:
 
 - cached: the model's own `init_cache` / `decode_step` (one new token per hypothesis and step; keys and
-  values of earlier positions kept in fixed-size buffers, encoder keys/values computed once; each step's
-  keys and values written in place, `layers.cache_ops`);
-- copying: the cached path traced with the cache writes done by `ops.slice_update`, whose TensorFlow kernel
-  copies the whole buffer at every step (what the cached path did before `cache_ops`), for comparison;
+  values of earlier positions kept in buffers grown with the output, encoder keys/values computed once;
+  each step's keys and values written in place, `layers.cache_ops`);
+- one buffer: the cached path with caches of `max_length` positions from the first step (what the search did
+  before it grew its caches with the output, `search.cache_capacities`), for comparison;
 - uncached: `FullPrefix`, a `decode_step` that keeps only the token ids and re-runs the decoder over the
   whole prefix at every step (self- and encoder-decoder attention, all layers; only the last position is
   projected to the vocabulary), O(n^2) decoder work in all. Beam search reorders the id buffers between
@@ -60,7 +60,7 @@ MODELS = {
               "adaptive Universal Transformer (ACT, at most 4 steps), relative positions (k = 16), width 64"),
 }
 SEARCHES = ("greedy", "beam")
-PATHS = ("cached", "copying", "uncached", "cached_xla")
+PATHS = ("cached", "one_buffer", "uncached", "cached_xla")
 SEARCH_LABELS = {"greedy": "greedy", "beam": f"beam {BEAM_SIZE}"}
 # Targets of issue 5: uncached / cached time at TARGET_LENGTH tokens, and a cached time per step "roughly
 # flat" in the length, judged as (time per step at the longest length) / (at the shortest) <= FLAT_MAX.
@@ -171,20 +171,13 @@ def make_sources(vocab_size=VOCAB_SIZE, batch=BATCH, length=SOURCE_LENGTH, seed=
     return tf.constant(source_ids(vocab_size, batch, length, seed))
 
 
-def copying_writes():
-    """A context in which traced cache writes copy the buffer (`ops.slice_update`), as before `cache_ops`."""
+def one_buffer():
+    """A context in which traced searches decode with caches of `max_length` positions from the first step."""
     from unittest import mock  # pylint: disable=import-outside-toplevel
 
-    from keras import ops  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.decoding import search  # pylint: disable=import-outside-toplevel
 
-    from t2t_relpos.layers import cache_ops  # pylint: disable=import-outside-toplevel
-
-    def write(buffer, update, index, axis):
-        start = [0] * len(buffer.shape)
-        start[axis] = index
-        return ops.slice_update(buffer, start, update)
-
-    return mock.patch.object(cache_ops, "write", write)
+    return mock.patch.object(search, "cache_capacities", lambda max_length: [max_length])
 
 
 def make_decoder(model, search_name, path, length):
@@ -253,7 +246,7 @@ def measure(model_name, lengths=LENGTHS, paths=PATHS, reps=5, min_sample_s=0.2, 
         for search_name in SEARCHES:
             for path in paths:
                 fn = make_decoder(model, search_name, path, length)
-                with copying_writes() if path == "copying" else contextlib.nullcontext():
+                with one_buffer() if path == "one_buffer" else contextlib.nullcontext():
                     outputs[search_name][path] = fn(inputs).numpy()  # Traces (and compiles) it, untimed.
                 fns[(length, search_name, path)] = lambda fn=fn: fn(inputs).numpy()
         agreement[length] = _check_outputs(outputs, length)
@@ -315,10 +308,10 @@ def format_table(results):
                 cpu = result["cpu_times"][length][search_name]
                 xla = t.get("cached_xla")
                 agree = result["agreement"][length][search_name]
-                copying = t.get("copying")
+                single = t.get("one_buffer")
                 rows.append([result["model"], SEARCH_LABELS[search_name], length,
                              f"{ms_per_step(t['cached'], length):.2f}",
-                             _fmt(copying and ms_per_step(copying, length), ".2f"),
+                             _fmt(single and ms_per_step(single, length), ".2f"),
                              f"{ms_per_step(t['uncached'], length):.2f}",
                              f"{tokens_per_second(t['cached'], length):.0f}",
                              f"{tokens_per_second(t['uncached'], length):.0f}", f"**{speedup(t):.1f}x**",
@@ -326,7 +319,7 @@ def format_table(results):
                              _fmt(xla and ms_per_step(xla, length), ".2f"), _fmt(speedup(t, "cached_xla"), ".1f", "x"),
                              "yes" if agree == 1.0 else f"{agree:.1%}"])
     return common.markdown_table(
-        ["model", "search", "tokens", "cached ms/step", "copying ms/step", "uncached ms/step", "cached tok/s",
+        ["model", "search", "tokens", "cached ms/step", "one buffer ms/step", "uncached ms/step", "cached tok/s",
          "uncached tok/s", "speed-up", "speed-up, CPU time", "cached XLA ms/step", "XLA speed-up", "same tokens"],
         rows, align="llrrrrrrrrrrr")
 
@@ -340,12 +333,12 @@ def format_flatness(results):
         for search_name in SEARCHES:
             rows.append([result["model"], SEARCH_LABELS[search_name]]
                         + [_fmt(flatness(result, search_name, path, key), ".2f", "x")
-                           for path, key in (("cached", "times"), ("cached", "cpu_times"), ("copying", "times"),
+                           for path, key in (("cached", "times"), ("cached", "cpu_times"), ("one_buffer", "times"),
                                              ("uncached", "times"), ("cached_xla", "times"))])
     lengths = sorted(next(iter(r["times"] for r in results.values() if "times" in r), [0]))
     span = f"{lengths[-1]} / {lengths[0]}" if lengths else ""
     return common.markdown_table(["model", "search", f"cached, ms/step {span}", f"cached, CPU time, {span}",
-                                  f"copying, {span}", f"uncached, {span}", f"cached XLA, {span}"], rows,
+                                  f"one buffer, {span}", f"uncached, {span}", f"cached XLA, {span}"], rows,
                                  align="llrrrrr")
 
 
@@ -396,8 +389,8 @@ def plot(results, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
 
-    styles = {"cached": ("-", "o"), "copying": ("-.", "v"), "uncached": ("--", "s"), "cached_xla": (":", "^")}
-    labels = {"cached": "cached", "copying": "cached, copying writes", "uncached": "uncached",
+    styles = {"cached": ("-", "o"), "one_buffer": ("-.", "v"), "uncached": ("--", "s"), "cached_xla": (":", "^")}
+    labels = {"cached": "cached", "one_buffer": "cached, one max_length buffer", "uncached": "uncached",
               "cached_xla": "cached, XLA"}
     fig, axes = plt.subplots(1, len(SEARCHES), figsize=(11.5, 4.2), sharey=True)
     for ax, search_name in zip(axes, SEARCHES):
@@ -437,10 +430,10 @@ def readme_section(args, results, table, flat_table, judged, elapsed):
         f"{SOURCE_LENGTH} tokens; end-of-sequence is forbidden so every output is exactly the given number of "
         f"tokens. Search: `search.greedy` and `search.beam_search` (beam {BEAM_SIZE}, alpha {ALPHA}), the whole "
         "search in one `tf.function`, traced before timing. *cached*: the model's `decode_step` with its "
-        "key/value caches, written in place (`layers.cache_ops`); *copying*: the same with the writes done by "
-        "`ops.slice_update`, which copies the whole buffer at every step (the cached path before "
-        "`cache_ops`); *uncached*: the same search with a `decode_step` that re-runs the decoder on the "
-        "whole prefix at every step; *cached XLA*: the cached search with `jit_compile=True` (no uncached "
+        "key/value caches, written in place (`layers.cache_ops`) and grown with the output (32, 64, 96, then "
+        "about 1.5x positions: `search.cache_capacities`); *one buffer*: the same with caches of all the tokens "
+        "from the first step (the cached path before the caches grew); *uncached*: the same search with a "
+        "`decode_step` that re-runs the decoder on the whole prefix at every step; *cached XLA*: the cached search with `jit_compile=True` (no uncached "
         "counterpart: the growing prefix has no static shape). Greedy outputs of all paths agree token for "
         "token (checked before timing, and against `search.greedy_full_prefix`); *same tokens* says so for "
         "beam search too. Times: median of "

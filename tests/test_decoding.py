@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+import keras
 import tensorflow as tf
 from keras import ops
 
@@ -241,3 +242,59 @@ def test_decoding_settings_that_cannot_work_are_refused(setting, pattern):
 
     with pytest.raises(errors.HParamsError, match=pattern):
         translator_lib.check_settings(**setting)
+
+
+class CacheSizes:
+    """`model` that never ends a sentence (so every search runs to `max_length`) and records the positions of
+    the self-attention caches each decoding step is given."""
+
+    def __init__(self, model):
+        self.model, self.sizes = model, []
+
+    def encode(self, inputs, training=None):
+        return self.model.encode(inputs, training=training)
+
+    def init_cache(self, encoder_output, encoder_mask, max_length):
+        return self.model.init_cache(encoder_output, encoder_mask, max_length)
+
+    def decode_step(self, ids, cache, index):
+        self.sizes.append(int(keras.tree.flatten(cache["self"])[0].shape[2]))  # Attention keys [B, H, S, d].
+        logits, cache = self.model.decode_step(ids, cache, index)
+        return ops.where(ops.arange(ops.shape(logits)[-1]) == search.EOS_ID, -1.0e9, logits), cache
+
+
+def test_cache_capacities_grow_with_the_output_to_the_longest():
+    assert search.cache_capacities(20) == [20]
+    longest = tf.constant(80)
+    assert search.cache_capacities(longest) == [longest]  # Known only at run time (a SavedModel): one buffer.
+    assert search.cache_capacities(80) == [32, 64, 80]
+    assert search.cache_capacities(200) == [32, 64, 96, 160, 200]
+    for longest in range(1, 3000, 7):
+        sizes = search.cache_capacities(longest)
+        assert sizes[-1] == longest and sizes == sorted(set(sizes))
+        assert all(b <= max(1.5 * a + 32, 64) for a, b in zip(sizes, sizes[1:]))  # At most ~1.5x what is written.
+
+
+@pytest.mark.parametrize("beam_size", [0, 3])
+@pytest.mark.parametrize("kind", ["transformer", "universal_sepconv"])
+def test_growing_caches_decode_exactly_as_one_buffer_of_the_longest_output(kind, beam_size, monkeypatch):
+    from test_universal import tiny  # pylint: disable=import-outside-toplevel
+
+    model = small_model("relative") if kind == "transformer" else tiny("act", "both", "sepconv")
+    inputs = sources() if kind == "transformer" else np.array([[4, 5, 6, 1], [3, 2, 1, 0]], np.int32)
+    lengths = np.array([40, 35, 9][:len(inputs)], np.int32)  # Rows that stop early, while others go on.
+
+    def decode(wrapped):
+        if beam_size:
+            return search.beam_search(wrapped, inputs, 40, beam_size=beam_size, lengths=lengths)
+        return search.greedy(wrapped, inputs, 40, lengths=lengths)
+
+    growing = CacheSizes(model)
+    ids, scores = decode(growing)
+    assert growing.sizes == [32] * 32 + [40] * 8
+    monkeypatch.setattr(search, "cache_capacities", lambda longest: [longest])  # One buffer, as before.
+    fixed = CacheSizes(model)
+    fixed_ids, fixed_scores = decode(fixed)
+    assert set(fixed.sizes) == {40}
+    np.testing.assert_array_equal(ops.convert_to_numpy(ids), ops.convert_to_numpy(fixed_ids))
+    np.testing.assert_allclose(ops.convert_to_numpy(scores), ops.convert_to_numpy(fixed_scores), rtol=1e-6)

@@ -6,8 +6,15 @@ model's key/value caches. Caches are dicts whose `"self"` entry holds the per-hy
 (reordered between beams); every other entry (encoder keys/values, masks) is the same for all beams of a
 sentence.
 
+The `"self"` caches grow with the output (`cache_capacities`): the search runs one loop per capacity, 32
+positions first, and zero-pads the caches between loops, so a step's attention and beam reorder touch at most
+about 1.5x the positions written, not all `max_length`. Every capacity is a static shape (XLA compiles each
+loop); the outputs are those of one `max_length` buffer. (A tensor `max_length` decodes with one buffer.)
+
 Sequences are returned without the start symbol; positions after EOS are 0 (padding).
 """
+
+import numbers
 
 import keras
 from keras import ops
@@ -48,6 +55,60 @@ def decode_lengths(inputs, extra_length):
     return source_lengths(inputs) + extra_length
 
 
+_FIRST_CAPACITY = 32  # Positions; capacities grow in multiples of it.
+
+
+def cache_capacities(max_length):
+    """The self-attention cache sizes of the search's segments: 32, 64, 96, then about 1.5x, then `max_length`.
+
+    The search decodes positions `[0, c_1)` with caches of `c_1` positions, `[c_1, c_2)` with `c_2`, and so on:
+    every step attends over (and beam search reorders) at most about 1.5x the positions written so far, not the
+    whole `max_length`, so its cost grows with the length decoded, not with the longest allowed.
+
+    A `max_length` known only when the search runs (a tensor, as in `decoding.export`) gets one buffer.
+    """
+    if not isinstance(max_length, numbers.Integral):
+        return [max_length]
+    sizes, size = [], _FIRST_CAPACITY
+    while size < max_length:
+        sizes.append(size)
+        size += max(_FIRST_CAPACITY, -(-size // 2 // _FIRST_CAPACITY) * _FIRST_CAPACITY)
+    return sizes + [max_length]
+
+
+def _grow_self_cache(model, cache, encoder_output, encoder_mask, capacity):
+    """`cache` with its `"self"` buffers zero-padded to `capacity` positions.
+
+    The model's `init_cache` says where each buffer's positions axis is: it is the axis whose size differs
+    between a buffer of `cache` and the same buffer made for `capacity` positions (made for an empty batch, so
+    it costs nothing). Leaves of the same size (e.g. a running state) are kept as they are.
+    """
+    fresh = model.init_cache(encoder_output[:0], encoder_mask[:0], capacity)["self"]
+
+    def grow(old, new):
+        widths = [[0, 0] for _ in old.shape]
+        for axis in range(1, len(old.shape)):
+            if old.shape[axis] != new.shape[axis]:
+                widths[axis][1] = new.shape[axis] - old.shape[axis]
+                return ops.pad(old, widths)
+        return old
+
+    return {**cache, "self": keras.tree.map_structure(grow, cache["self"], fresh)}
+
+
+def _while_in_segments(cond, body, state, max_length, grow_cache, cache_slot):
+    """`ops.while_loop(cond, body, state)` over steps `0 .. max_length - 1` (`state[0]` is the step), run as one
+    loop per capacity of `cache_capacities`, the cache (`state[cache_slot]`) grown between them."""
+    start = 0
+    for capacity in cache_capacities(max_length):
+        if start:
+            state = (*state[:cache_slot], grow_cache(state[cache_slot], capacity), *state[cache_slot + 1:])
+        state = ops.while_loop(lambda *s, end=capacity: ops.logical_and(s[0] < end, cond(*s)), body, state,
+                               maximum_iterations=capacity - start)
+        start = capacity
+    return state
+
+
 def ensure_built(model):
     """Builds a model made with `from_hparams` but never called: its caches need the weights' shapes.
 
@@ -69,7 +130,8 @@ def greedy(model, inputs, max_length, temperature=0.0, top_k=0, seed=None, lengt
     Args:
         model: Has `encode(inputs)`, `init_cache(enc, mask, max_length)`, `decode_step(ids, cache, index)`.
         inputs: int `[B, S]` source ids (0-padded, EOS-terminated).
-        max_length: Python int, the longest output (static: it sizes the caches).
+        max_length: the longest output: a Python int (static: the caches grow to it, `cache_capacities`), or
+            an int scalar tensor (one cache of that size).
         temperature: 0 for greedy decoding; > 0 samples from softmax(logits / temperature).
         top_k: When sampling, only from the k most probable tokens (0: all).
         seed: int or `keras.random.SeedGenerator` for sampling.
@@ -81,7 +143,8 @@ def greedy(model, inputs, max_length, temperature=0.0, top_k=0, seed=None, lengt
     """
     ensure_built(model)
     encoder_output, encoder_mask = model.encode(inputs, training=False)
-    cache = model.init_cache(encoder_output, encoder_mask, max_length)
+    capacities = cache_capacities(max_length)
+    cache = model.init_cache(encoder_output, encoder_mask, capacities[0])
     batch = ops.shape(inputs)[0]
     lengths = _row_lengths(lengths, batch, max_length)
     seed = keras.random.SeedGenerator(seed) if temperature > 0 and not isinstance(
@@ -106,7 +169,8 @@ def greedy(model, inputs, max_length, temperature=0.0, top_k=0, seed=None, lengt
 
     state = (ops.convert_to_tensor(0, "int32"), ops.zeros((batch,), "int32"), cache,
              ops.zeros((batch, max_length), "int32"), lengths <= 0, ops.zeros((batch,)))
-    _, _, _, out, _, score = ops.while_loop(cond, body, state, maximum_iterations=max_length)
+    grow = lambda cache, capacity: _grow_self_cache(model, cache, encoder_output, encoder_mask, capacity)
+    _, _, _, out, _, score = _while_in_segments(cond, body, state, max_length, grow, cache_slot=2)
     return out, score
 
 
@@ -138,7 +202,7 @@ def beam_search(model, inputs, max_length, beam_size=4, alpha=0.6, lengths=None)
     batch = ops.shape(inputs)[0]
     k = beam_size
     tile = lambda x: ops.repeat(x, k, axis=0)  # [B, ...] -> [B * k, ...], beams of a sentence adjacent.
-    cache = model.init_cache(tile(encoder_output), tile(encoder_mask), max_length)
+    cache = model.init_cache(tile(encoder_output), tile(encoder_mask), cache_capacities(max_length)[0])
     lengths = _row_lengths(lengths, batch, max_length)
     max_penalty = length_penalty(lengths, alpha)  # [B]
 
@@ -195,12 +259,13 @@ def beam_search(model, inputs, max_length, beam_size=4, alpha=0.6, lengths=None)
             for now, was in zip(after, before))
         return i + 1, alive_seq, new_alive_log_probs, last, cache, fin_seq, fin_scores, fin_flags
 
+    grow = lambda cache, capacity: _grow_self_cache(model, cache, encoder_output, encoder_mask, capacity)
     alive_log_probs = ops.tile(ops.convert_to_tensor([[0.0] + [_NEG_INF] * (k - 1)]), (batch, 1))
     state = (ops.convert_to_tensor(0, "int32"), ops.zeros((batch, k, max_length), "int32"), alive_log_probs,
              ops.zeros((batch, k), "int32"), cache, ops.zeros((batch, k, max_length), "int32"),
              ops.full((batch, k), _NEG_INF), ops.zeros((batch, k), "bool"))
     (_, alive_seq, alive_log_probs, _, _, fin_seq, fin_scores,
-     fin_flags) = ops.while_loop(cond, body, state, maximum_iterations=max_length)
+     fin_flags) = _while_in_segments(cond, body, state, max_length, grow, cache_slot=4)
     # Finished hypotheses first (by score); unfinished ones fill the slots that are left, then empty slots.
     lengths = ops.sum(ops.cast(ops.not_equal(alive_seq, PAD_ID), "int32"), axis=-1)
     alive_scores = alive_log_probs / length_penalty(lengths, alpha)

@@ -1,9 +1,10 @@
 """Writing new positions into a decoding cache without copying the whole buffer.
 
-A decoding step writes one position into fixed-size key/value buffers of `max_length` positions. The
-functional update `ops.slice_update` returns a new tensor; in a TensorFlow graph (not compiled by XLA) its
-kernel copies the whole buffer to do so, so every step costs O(max_length) memory traffic per buffer whatever
-it computes: at 200 positions and beam 4 that copy is most of a small model's step.
+A decoding step writes one position into fixed-size key/value buffers (of `max_length` positions, or the
+search's current capacity). The functional update `ops.slice_update` returns a new tensor; in a TensorFlow
+graph (not compiled by XLA) its kernel copies the whole buffer to do so, so every step costs memory traffic
+in the buffer's size whatever it computes: at 200 positions and beam 4 that copy is most of a small model's
+step.
 
 `write` uses TensorFlow's `TensorStridedSliceUpdate` there instead. It has the same functional meaning (the
 input is never changed where anyone can see it), but its kernel reuses the input's memory when nothing else
