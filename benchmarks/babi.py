@@ -228,11 +228,12 @@ def checkpoint_steps(run_dir, train_steps, count=8):
     return sorted(picked | {kept[-1]})
 
 
-def validation_errors(run_dir, step, data_dir, threads=0, single_task=0):
-    """{task: validation error %} of the run's checkpoint at `step` (the decoder on the eval split, greedy)."""
+def checkpoint_errors(run_dir, step, data_dir, threads=0, single_task=0, split="eval"):
+    """{task: error %} of the run's checkpoint at `step` on `split` ("eval": validation, or "test"): the decoder,
+    greedy."""
     decoded = common.run_cli(
         "decoder", f"--output_dir={run_dir}", f"--checkpoint_path={os.path.join(run_dir, f'ckpt-{step}')}",
-        f"--data_dir={data_dir}", "--decode_split=eval", f"--decode_to_file={os.devnull}",
+        f"--data_dir={data_dir}", f"--decode_split={split}", f"--decode_to_file={os.devnull}",
         "--decode_hparams=beam_size=1,batch_size=64", log=run_dir + ".log", threads=threads)
     return task_errors(decoded, single_task)
 
@@ -249,7 +250,7 @@ def task_curve(run_dir, args, threads=0):
             curve = {int(step): {int(t): e for t, e in errors.items()} for step, errors in json.load(f).items()}
     for step in checkpoint_steps(run_dir, args.train_steps):
         if step not in curve:
-            curve[step] = validation_errors(run_dir, step, args.data_dir, threads, args.single_task)
+            curve[step] = checkpoint_errors(run_dir, step, args.data_dir, threads, args.single_task)
             with open(saved, "w", encoding="utf-8") as f:
                 json.dump(curve, f, indent=1)
     return {step: curve[step] for step in sorted(curve) if step <= args.train_steps}

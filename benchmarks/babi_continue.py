@@ -59,24 +59,29 @@ def copy_run(args, out):
 def run(args):
     out = os.path.join(args.work_dir, args.name)
     saved = os.path.join(out, "continue.json")
+    data_dir, _ = babi.complete_data_dir(args) if args.qa16_hops == 3 else _hops_data_dir(args)
+    end = args.from_step + args.steps
     if os.path.exists(saved):
         with open(saved, encoding="utf-8") as f:
-            return json.load(f)
-    if not os.path.exists(out):
-        copy_run(args, out)
-    data_dir, _ = babi.complete_data_dir(args) if args.qa16_hops == 3 else _hops_data_dir(args)
-    began = time.perf_counter()
-    end = args.from_step + args.steps
-    # Checkpoints every 1000 steps at most: rerunning the same command resumes a long continuation.
-    common.run_cli("trainer", f"--output_dir={out}", f"--data_dir={data_dir}", f"--train_steps={end}",
-                   "--eval_steps=20", f"--checkpoint_every={min(args.steps, 1000)}", "--log_every=500",
-                   f"--seed={args.seed}", log=out + ".log", threads=args.threads)
-    minutes = (time.perf_counter() - began) / 60
-    result = {"name": args.name, "from_run": args.from_run, "from_step": args.from_step, "steps": args.steps,
-              "tasks": args.tasks, "task_repeats": args.task_repeats, "freeze": args.freeze,
-              "qa16_hops": args.qa16_hops,
-              "start": babi.validation_errors(out, args.from_step, data_dir, args.threads),
-              "end": babi.validation_errors(out, end, data_dir, args.threads), "training_minutes": round(minutes, 1)}
+            result = json.load(f)
+    else:
+        if not os.path.exists(out):
+            copy_run(args, out)
+        began = time.perf_counter()
+        # Checkpoints every 1000 steps at most: rerunning the same command resumes a long continuation.
+        common.run_cli("trainer", f"--output_dir={out}", f"--data_dir={data_dir}", f"--train_steps={end}",
+                       "--eval_steps=20", f"--checkpoint_every={min(args.steps, 1000)}", "--log_every=500",
+                       f"--seed={args.seed}", log=out + ".log", threads=args.threads)
+        minutes = (time.perf_counter() - began) / 60
+        result = {"name": args.name, "from_run": args.from_run, "from_step": args.from_step, "steps": args.steps,
+                  "tasks": args.tasks, "task_repeats": args.task_repeats, "freeze": args.freeze,
+                  "qa16_hops": args.qa16_hops,
+                  "start": babi.checkpoint_errors(out, args.from_step, data_dir, args.threads),
+                  "end": babi.checkpoint_errors(out, end, data_dir, args.threads),
+                  "training_minutes": round(minutes, 1)}
+    if "test_end" not in result:  # Continuations saved before test errors were kept get them on a rerun.
+        result["test_end"] = babi.checkpoint_errors(out, result["from_step"] + result["steps"], data_dir,
+                                                    args.threads, split="test")
     with open(saved, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
     return result
@@ -105,11 +110,29 @@ def report(results):
         rows.append([r["name"], r["tasks"] + (f" ({r['task_repeats']})" if r["task_repeats"] else "")
                      + (f"; qa16 asked with {hops} lookup{'s' * (hops > 1)}" if hops != 3 else ""),
                      r["freeze"] or "nothing", f"{r['from_step']} -> {r['from_step'] + r['steps']}",
-                     ", ".join(f"qa{t} {start[t]:.1f} -> {end.get(t, float('nan')):.1f}" for t in learned) or "none",
-                     f"{_mean(start):.1f} -> {_mean(end):.1f}", f"{r['training_minutes']:.0f}"])
+                     _learned_text(learned, start, end),
+                     ", ".join(f"qa{t} {end[t]:.1f}" for t in sorted(end) if end[t] > LEARNED) or "none",
+                     f"{_mean(start):.1f} -> {_mean(end):.1f}", _test_text(r.get("test_end")),
+                     f"{r['training_minutes']:.0f}"])
     return common.markdown_table(
         ["continuation", "tasks trained", "frozen", "steps", "tasks learned at the start: validation error %",
-         "mean validation error %", "training minutes"], rows, align="lllllrr")
+         "failing at the end: validation error %", "mean validation error %",
+         "test error % at the end (failed tasks)", "training minutes"], rows, align="llllllrrr")
+
+
+def _learned_text(learned, start, end):
+    """Each task learned at the start with its error at both ends; beyond three, only those lost."""
+    if len(learned) <= 3:
+        return ", ".join(f"qa{t} {start[t]:.1f} -> {end.get(t, float('nan')):.1f}" for t in learned) or "none"
+    lost = [t for t in learned if end.get(t, 100.0) > LEARNED]
+    return f"{len(learned)} tasks; " + (", ".join(f"qa{t} {start[t]:.1f} -> {end[t]:.1f}" for t in lost)
+                                        if lost else "none lost")
+
+
+def _test_text(errors):
+    if not errors:
+        return ""
+    return f"{_mean(errors):.2f} ({sum(e > LEARNED for e in errors.values())})"
 
 
 def main(argv=None):

@@ -472,7 +472,9 @@ def test_a_run_continued_on_other_tasks_keeps_its_frozen_layers_and_reports_both
     with open(os.path.join(out, "continue.json"), encoding="utf-8") as f:
         result = json.load(f)
     assert sorted(map(int, result["start"])) == sorted(map(int, result["end"])) == list(range(1, 21))
-    assert all(0.0 <= error <= 100.0 for errors in (result["start"], result["end"]) for error in errors.values())
+    assert sorted(map(int, result["test_end"])) == list(range(1, 21))
+    assert all(0.0 <= error <= 100.0 for errors in (result["start"], result["end"], result["test_end"])
+               for error in errors.values())
     table = babi_continue.report([result])
     assert "| qa2_frozen " in table and "| encoder " in table and "| 2 -> 4 " in table
 
@@ -501,5 +503,9 @@ def test_a_continuation_can_ask_qa16_with_two_lookups_of_the_same_stories(tmp_pa
     assert babi_text.read_task(linked, "10k", 4, "train") == babi_text.read_task(data_dir, "1k", 4, "train")
     assert babi_text.read_task(linked, "10k", 1, "test") == babi_text.read_task(data_dir, "10k", 1, "test")
     result = {"name": "hops2", "tasks": "all", "task_repeats": "", "freeze": "", "qa16_hops": 2, "from_step": 4,
-              "steps": 2, "start": {"16": 50.0}, "end": {"16": 1.0}, "training_minutes": 1.0}
-    assert "all; qa16 asked with 2 lookups" in babi_continue.report([result])
+              "steps": 2, "start": {"16": 50.0, "1": 0.0, "2": 1.0, "3": 2.0, "4": 3.0},
+              "end": {"16": 1.0, "1": 0.0, "2": 9.0, "3": 2.0, "4": 3.0}, "test_end": {"16": 2.0, "2": 10.0},
+              "training_minutes": 1.0}
+    row = [c.strip() for c in babi_continue.report([result]).splitlines()[-1].split("|")[1:-1]]
+    assert row == ["hops2", "all; qa16 asked with 2 lookups", "nothing", "4 -> 6", "4 tasks; qa2 1.0 -> 9.0",
+                   "qa2 9.0", "11.2 -> 3.0", "6.00 (1)", "1"]
