@@ -59,12 +59,13 @@ def copy_run(args, out):
 def run(args):
     out = os.path.join(args.work_dir, args.name)
     saved = os.path.join(out, "continue.json")
-    data_dir, _ = babi.complete_data_dir(args) if args.qa16_hops == 3 else _hops_data_dir(args)
     end = args.from_step + args.steps
     if os.path.exists(saved):
         with open(saved, encoding="utf-8") as f:
             result = json.load(f)
-    else:
+        args = argparse.Namespace(**{**vars(args), "qa16_hops": result.get("qa16_hops", 3)})  # As it was trained.
+    data_dir, _ = babi.complete_data_dir(args) if args.qa16_hops == 3 else _hops_data_dir(args)
+    if not os.path.exists(saved):
         if not os.path.exists(out):
             copy_run(args, out)
         began = time.perf_counter()

@@ -475,6 +475,15 @@ def test_a_run_continued_on_other_tasks_keeps_its_frozen_layers_and_reports_both
     assert sorted(map(int, result["test_end"])) == list(range(1, 21))
     assert all(0.0 <= error <= 100.0 for errors in (result["start"], result["end"], result["test_end"])
                for error in errors.values())
+    # A continuation saved without test errors (before they were kept) gets them on a rerun, untrained.
+    del result["test_end"]
+    with open(os.path.join(out, "continue.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f)
+    assert babi_continue.main(common + ["--from_step", "2", "--name", "qa2_frozen"]) == 0
+    with open(os.path.join(out, "continue.json"), encoding="utf-8") as f:
+        again = json.load(f)
+    assert sorted(map(int, again["test_end"])) == list(range(1, 21)) and again["end"] == result["end"]
+    assert not os.path.exists(os.path.join(out, "ckpt-6.index"))
     table = babi_continue.report([result])
     assert "| qa2_frozen " in table and "| encoder " in table and "| 2 -> 4 " in table
 
