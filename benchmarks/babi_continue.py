@@ -112,7 +112,7 @@ def report(results):
                      + (f"; qa16 asked with {hops} lookup{'s' * (hops > 1)}" if hops != 3 else ""),
                      r["freeze"] or "nothing", f"{r['from_step']} -> {r['from_step'] + r['steps']}",
                      _learned_text(learned, start, end),
-                     ", ".join(f"qa{t} {end[t]:.1f}" for t in sorted(end) if end[t] > LEARNED) or "none",
+                     _failing_text(end),
                      f"{_mean(start):.1f} -> {_mean(end):.1f}", _test_text(r.get("test_end")),
                      f"{r['training_minutes']:.0f}"])
     return common.markdown_table(
@@ -128,6 +128,13 @@ def _learned_text(learned, start, end):
     lost = [t for t in learned if end.get(t, 100.0) > LEARNED]
     return f"{len(learned)} tasks; " + (", ".join(f"qa{t} {start[t]:.1f} -> {end[t]:.1f}" for t in lost)
                                         if lost else "none lost")
+
+
+def _failing_text(errors):
+    failing = [t for t in sorted(errors) if errors[t] > LEARNED]
+    if len(failing) > 4:
+        return f"{len(failing)} tasks"
+    return ", ".join(f"qa{t} {errors[t]:.1f}" for t in failing) or "none"
 
 
 def _test_text(errors):
