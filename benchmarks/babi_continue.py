@@ -168,13 +168,16 @@ def main(argv=None):
         if os.path.exists(path):
             with open(path, encoding="utf-8") as f:
                 results.append(json.load(f))
+    results.sort(key=lambda r: (r["from_step"], r["name"]))  # A chain of continuations in the order it ran.
     text = "\n".join([
-        "## bAbI: a trained run continued on other tasks, layers frozen", "",
+        "## bAbI: a trained run continued on other tasks, layers frozen, a curriculum", "",
         f"`{common.command_line()}` (the last continuation; the others were run the same way) — {common.today()}.  ",
         f"Machine: {common.machine_description()}.", "",
         "Validation error (%) of each continuation's first and last checkpoint (the decoder on the held-out "
-        "stories): of the tasks learned at the start (<= 5%), and the mean over all 20 tasks, those left out of "
-        "training included.", "", report(results)])
+        "stories): of the tasks learned at the start (<= 5%), of those failing at the end (> 5%), and the mean "
+        "over all 20 tasks, those left out of training included; test error of the last checkpoint (kept since "
+        "2026-11-26). Ordered by first step: a chain of continuations reads from top to bottom.", "",
+        report(results)])
     print(text)
     if args.write:
         common.replace_section("babi_continue", text)
