@@ -112,7 +112,7 @@ def report(results):
                      + (f"; qa16 asked with {hops} lookup{'s' * (hops > 1)}" if hops != 3 else ""),
                      r["freeze"] or "nothing", f"{r['from_step']} -> {r['from_step'] + r['steps']}",
                      _learned_text(learned, start, end),
-                     _failing_text(end),
+                     failing_text(end),
                      f"{_mean(start):.1f} -> {_mean(end):.1f}", _test_text(r.get("test_end")),
                      f"{r['training_minutes']:.0f}"])
     return common.markdown_table(
@@ -130,7 +130,7 @@ def _learned_text(learned, start, end):
                                         if lost else "none lost")
 
 
-def _failing_text(errors):
+def failing_text(errors):
     failing = [t for t in sorted(errors) if errors[t] > LEARNED]
     if len(failing) > 4:
         return f"{len(failing)} tasks"

@@ -488,15 +488,11 @@ def test_a_run_continued_on_other_tasks_keeps_its_frozen_layers_and_reports_both
     assert "| qa2_frozen " in table and "| encoder " in table and "| 2 -> 4 " in table
 
 
-def test_a_continuation_can_ask_qa16_with_two_lookups_of_the_same_stories(tmp_path):
-    from test_quality_benchmarks import _load  # pylint: disable=import-outside-toplevel
-
-    babi_continue = _load("babi_continue")
-    data_dir = write_task_files(str(tmp_path / "babi"), stories=2, subset="en-10k")
-    write_task_files(data_dir, stories=2, subset="en")
+def write_qa16_stories(data_dir, subsets, stories=1):
+    """Replaces qa16's files with `stories` real-looking ones (one question each), as `babi_hops` rewrites them."""
     qa16 = ("1 Lily is a frog.\n2 Bernhard is a frog.\n3 Bernhard is green.\n4 Greg is a frog.\n"
-            "5 What color is Greg?\tgreen\t4 2 3\n")
-    for subset in ("en", "en-10k"):
+            "5 What color is Greg?\tgreen\t4 2 3\n") * stories
+    for subset in subsets:
         for split in ("train", "test"):
             for name in os.listdir(os.path.join(data_dir, subset)):
                 if name.startswith(f"qa16_basic-induction_{split}"):
@@ -504,6 +500,15 @@ def test_a_continuation_can_ask_qa16_with_two_lookups_of_the_same_stories(tmp_pa
             with open(os.path.join(data_dir, subset, f"qa16_basic-induction_{split}.txt"), "w",
                       encoding="utf-8") as f:
                 f.write(qa16)
+
+
+def test_a_continuation_can_ask_qa16_with_two_lookups_of_the_same_stories(tmp_path):
+    from test_quality_benchmarks import _load  # pylint: disable=import-outside-toplevel
+
+    babi_continue = _load("babi_continue")
+    data_dir = write_task_files(str(tmp_path / "babi"), stories=2, subset="en-10k")
+    write_task_files(data_dir, stories=2, subset="en")
+    write_qa16_stories(data_dir, ("en", "en-10k"))
     os.remove(os.path.join(data_dir, "en-10k", "qa4_two-arg-relations_train.txt"))  # As 10k qa3 is missing.
     args = types.SimpleNamespace(data_dir=data_dir, subset="10k", work_dir=str(tmp_path / "work"), qa16_hops=2)
     linked, missing = babi_continue._hops_data_dir(args)  # pylint: disable=protected-access
@@ -518,3 +523,34 @@ def test_a_continuation_can_ask_qa16_with_two_lookups_of_the_same_stories(tmp_pa
     row = [c.strip() for c in babi_continue.report([result]).splitlines()[-1].split("|")[1:-1]]
     assert row == ["hops2", "all; qa16 asked with 2 lookups", "nothing", "4 -> 6", "4 tasks; qa2 1.0 -> 9.0",
                    "qa2 9.0", "11.2 -> 3.0", "6.00 (1)", "1"]
+
+
+def test_the_curriculum_runs_its_stages_in_a_chain_and_resumes(tmp_path):
+    from test_quality_benchmarks import _load  # pylint: disable=import-outside-toplevel
+
+    curriculum = _load("babi_curriculum")
+    data_dir = write_task_files(str(tmp_path / "babi"), stories=10)
+    write_qa16_stories(data_dir, ("en",), stories=10)
+    work = str(tmp_path / "work")
+    argv = ["--data_dir", data_dir, "--subset", "1k", "--work_dir", work, "--stage_steps", "2,1,1,1,1,1",
+            "--hparams", "hidden_size=16,filter_size=32,num_heads=2,num_rec_steps=2,batch_size=1024"]
+    with pytest.raises(SystemExit, match="--stage_steps needs 6 numbers"):
+        curriculum.main(argv[:-2] + ["--stage_steps", "2,1"])
+    assert curriculum.main(argv) == 0
+    prefix = "universal_transformer_babi_rel_hidden_size_16_filter_size_32_num_heads_2_num_rec_steps_2_batch_size_1024_s1"
+    names = [f"{prefix}_{k}_{stage[0]}" for k, stage in enumerate(curriculum.STAGES)]
+    assert sorted(n for n in os.listdir(work) if os.path.isdir(os.path.join(work, n)) and n != "qa16_hops2") == sorted(names)
+    results = []
+    for name in names:
+        with open(os.path.join(work, name, "continue.json"), encoding="utf-8") as f:
+            results.append(json.load(f))
+    assert [r["from_step"] + r["steps"] for r in results] == [2, 3, 4, 5, 6, 7]
+    assert [r["qa16_hops"] for r in results] == [3, 3, 3, 2, 2, 3]
+    assert results[5]["task_repeats"] == "16:8,17:8,19:8" and sorted(map(int, results[5]["test_end"])) == list(range(1, 21))
+    with open(os.path.join(work, names[0], "hparams.json"), encoding="utf-8") as f:
+        first = json.load(f)["hparams"]
+    assert first["task_repeats"] == [f"{t}:0" for t in range(1, 21) if t != 17] and first["hidden_size"] == 16
+    logs = {name: os.path.getsize(os.path.join(work, name + ".log")) for name in names}
+    table = curriculum.report(curriculum.parse_args(argv), curriculum.run(curriculum.parse_args(argv)), 1.0)
+    assert logs == {name: os.path.getsize(os.path.join(work, name + ".log")) for name in names}  # Nothing rerun.
+    assert table.count("\n| ") == 1 + 6 and "| 5     | 6 -> 7 " in table and "Adaptive UT 7.85 (5 failed)" in table
