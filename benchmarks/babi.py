@@ -169,6 +169,16 @@ def ponder_plot(run_dir, args, log, threads):
     return path
 
 
+def data_missing(args):
+    """True, after saying where the files go, when `args.data_dir` has no folder for `args.subset`."""
+    first = os.path.join(args.data_dir, "en" if args.subset == "1k" else "en-10k")
+    if os.path.isdir(first):
+        return False
+    print(f"bAbI data not found: put the bAbI v1.2 tasks in {first}/qaN_<name>_{{train,test}}.txt[.gz] "
+          "(or pass --data_dir); skipping.", file=sys.stderr)
+    return True
+
+
 def complete_data_dir(args):
     """A data directory with every task file of `args.subset`, where the given one lacks some training files.
 
@@ -357,10 +367,7 @@ def main(argv=None):
     parser.add_argument("--title", help="the section's heading (default: bAbI question answering (<subset>, joint "
                         "training))")
     args = parser.parse_args(argv)
-    first = os.path.join(args.data_dir, "en" if args.subset == "1k" else "en-10k")
-    if not os.path.isdir(first):
-        print(f"bAbI data not found: put the bAbI v1.2 tasks in {first}/qaN_<name>_{{train,test}}.txt[.gz] "
-              "(or pass --data_dir); skipping.", file=sys.stderr)
+    if data_missing(args):
         return 0
     args.work_dir = runs_dir(args.work_dir, args.subset, args.single_task)
     os.makedirs(args.work_dir, exist_ok=True)

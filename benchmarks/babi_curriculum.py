@@ -141,8 +141,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    if not os.path.isdir(os.path.join(args.data_dir, "en" if args.subset == "1k" else "en-10k")):
-        print(f"bAbI data not found in {args.data_dir} (see benchmarks/babi.py); skipping.", file=sys.stderr)
+    if babi.data_missing(args):
         return 0
     began = time.perf_counter()
     text = report(args, run(args), time.perf_counter() - began)

@@ -132,8 +132,7 @@ def main(argv=None):
     parser.add_argument("--report_only", action="store_true", help="train nothing: tabulate the finished runs")
     parser.add_argument("--write", action="store_true", help="write the table into benchmarks/README.md")
     args = parser.parse_args(argv)
-    if not os.path.isdir(os.path.join(args.data_dir, "en" if args.subset == "1k" else "en-10k")):
-        print(f"bAbI data not found in {args.data_dir} (see benchmarks/babi.py); skipping.", file=sys.stderr)
+    if babi.data_missing(args):
         return 0
     began = time.perf_counter()
     plan = [(int(h), m) for h in args.hops.split(",") for m in args.models.split(",")]
