@@ -50,6 +50,7 @@ the table in benchmarks/README.md.
 """
 
 import argparse
+import glob
 import hashlib
 import json
 import os
@@ -86,7 +87,22 @@ ALLOCATORS = {"shipped": {"ours": None, "theirs": "false"},
 
 # The wrappers: each runs its toolkit's console entry point as it is, after wrapping the method that receives
 # the per-step token counts so that the running totals are printed with the process's CPU and wall time.
-OURS_WRAPPER = f"""
+# With OPENNMT_TF_BENCHMARK_PROFILE = "<dir>,<first>,<last>" in the environment, a wrapper also traces steps
+# first+1 .. last with TensorFlow's profiler into <dir> (host tracer level 3: the small kernels too; `--profile`).
+_PROFILE = "OPENNMT_TF_BENCHMARK_PROFILE"
+PROFILE_HOOK = f"""
+import os
+import tensorflow as tf
+_trace = os.environ.get("{_PROFILE}", "").split(",")
+def trace_at(step):
+    if len(_trace) == 3 and step == int(_trace[1]):
+        tf.profiler.experimental.start(_trace[0], options=tf.profiler.experimental.ProfilerOptions(
+            host_tracer_level=3, python_tracer_level=0, device_tracer_level=0))
+    elif len(_trace) == 3 and step == int(_trace[2]):
+        tf.profiler.experimental.stop()
+"""
+
+OURS_WRAPPER = PROFILE_HOOK + f"""
 import json, sys, time
 from t2t_relpos.training import trainer
 EVERY = int(sys.argv.pop(1))
@@ -95,6 +111,7 @@ _add = trainer._Window.add
 def add(self, stats, seconds):
     _add(self, stats, seconds)
     totals["step"] += 1
+    trace_at(totals["step"])
     totals["source"] += int(stats["source_tokens"])
     totals["target"] += int(stats["tokens"])
     if totals["step"] % EVERY == 0:
@@ -104,7 +121,7 @@ from t2t_relpos.cli import trainer as cli
 cli.run()
 """
 
-THEIRS_WRAPPER = f"""
+THEIRS_WRAPPER = PROFILE_HOOK + f"""
 import collections, json, sys, time
 from opennmt import training
 totals = collections.Counter()
@@ -116,6 +133,7 @@ def reset_throughput(self):  # Called after logs, checkpoints and in the first s
     _reset(self)
 _log = training.TrainingStats.log
 def log(self, is_master=True):  # Called every save_summary_steps steps.
+    trace_at(int(self._last_step))
     now = totals + collections.Counter(counters(self))
     print("{_MARK}" + json.dumps({{"step": int(self._last_step), "source": now["source"], "target": now["target"],
                                    "cpu": time.process_time(), "wall": time.perf_counter()}}), flush=True)
@@ -423,15 +441,18 @@ def commands(args, hp, positions, data_dir, files, run_dir, venv):
             "config": config, "model_text": model_file_text(hp)}
 
 
-def run_pair(plan, run_dir, cores, allocator):
-    """Runs ours on cores[0] and theirs on cores[1] at the same time (one after the other on a single core)."""
+def run_pair(plan, run_dir, cores, allocator, extra_env=None):
+    """Runs ours on cores[0] and theirs on cores[1] at the same time (one after the other on a single core).
+
+    `extra_env`: {toolkit: {variable: value}} added to that toolkit's environment."""
     shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir)
     with open(plan["model_path"], "w", encoding="utf-8") as f:
         f.write(plan["model_text"])
     with open(plan["config_path"], "w", encoding="utf-8") as f:
         f.write(to_yaml(plan["config"]) + "\n")
-    env = {name: toolkit_environment(name, allocator) for name in ("ours", "theirs")}
+    env = {name: dict(toolkit_environment(name, allocator), **(extra_env or {}).get(name, {}))
+           for name in ("ours", "theirs")}
     logs = {name: os.path.join(run_dir, f"{name}.log") for name in ("ours", "theirs")}
     results = {}
     if len(cores) > 1:
@@ -482,6 +503,111 @@ def benchmark(args, venv):
                                          f"tok/step, whole run {v['whole_cpu']:,.0f})" for k, v in measured.items()),
                       flush=True)
     return runs, stats, log
+
+
+def profile(args, venv):
+    """--profile: one run per toolkit and encoding (on one core after the other, or two at once), steps
+    first+1 .. last traced; {positions: {toolkit: (busy ms per step, {op type: ms per step})}} and the log."""
+    import profile_step  # pylint: disable=import-outside-toplevel  # Its op table; needs xprof.
+
+    log = []
+    data_dir = translate_small.prepare_data(args, log)
+    first, last = args.profile
+    tables = {}
+    for positions in args.positions:
+        name = SHAPES[args.shape][positions]
+        hp = dict(hparams_values(name, our_overrides(args)), hparams_set=name)
+        check_mappable(hp)
+        files, _ = prepare_opennmt_data(data_dir, args.multi30k, os.path.join(args.work_dir, "opennmt_data"),
+                                        args.steps, hp["batch_size"])
+        run_dir = os.path.join(args.work_dir, f"{args.shape}_{positions}_profile")
+        plan = commands(args, hp, positions, data_dir, files, run_dir, venv)
+        log += [" ".join(plan["shown"][toolkit]).replace(os.getcwd() + os.sep, "") for toolkit in ("ours", "theirs")]
+        traces = {toolkit: os.path.join(args.work_dir, f"{args.shape}_{positions}_trace_{toolkit}")
+                  for toolkit in ("ours", "theirs")}
+        for trace in traces.values():
+            shutil.rmtree(trace, ignore_errors=True)
+        print(f"{positions}: tracing steps {first + 1}-{last} of each toolkit", flush=True)
+        run_pair(plan, run_dir, sorted(os.sched_getaffinity(0))[:2], args.allocator,
+                 {toolkit: {_PROFILE: f"{trace},{first},{last}"} for toolkit, trace in traces.items()})
+        tables[positions] = {}
+        for toolkit, trace in traces.items():
+            table = profile_step.op_table(trace, last - first, 10 ** 6)
+            if table is None:
+                raise SystemExit("opennmt_tf: --profile needs the xprof package (pip install xprof)")
+            busy, _, by_type = table
+            xla = xla_times(trace, last - first)
+            tables[positions][toolkit] = (busy + sum(xla.values()), dict(by_type, **xla))
+    return tables, log
+
+
+XLA_RUN, XLA_COMPILE = "XLA clusters, running", "XLA clusters, compiling"
+_COMPILER_EVENTS = ("CpuCompiler::RunBackend", "HLO passes through layout assignment",
+                    "HLO passes after layout assignment")
+
+
+def xla_times(trace_dir, steps):
+    """{XLA_RUN: ms per step, XLA_COMPILE: ms per step} of a trace's XLA-compiled clusters.
+
+    The op statistics leave them out. A launch that compiles (the cluster meets new shapes) is an asynchronous
+    kernel, whose trace event (`ExecutorState::ProcessAsync::Start`) holds the compilation and the run of the
+    compiled code (`CpuExecutable::ExecuteAsyncOnStream`); a launch of code compiled before shows the run alone.
+    Running is every run event; compiling is the rest of the outermost asynchronous launch events, and the
+    compiler's own events (`_COMPILER_EVENTS`) where a compilation runs outside such a launch.
+    """
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=import-outside-toplevel
+
+    launches = runs = runs_in_launches = 0
+    for path in glob.glob(os.path.join(trace_dir, "plugins", "profile", "*", "*.xplane.pb")):
+        space = xplane_pb2.XSpace()
+        with open(path, "rb") as f:
+            space.ParseFromString(f.read())
+        for plane in space.planes:
+            names = {key: meta.name for key, meta in plane.event_metadata.items()}
+            for line in plane.lines:
+                open_until = -1  # The end of the outermost launch event being inside of.
+                for event in sorted(line.events, key=lambda e: (e.offset_ps, -e.duration_ps)):
+                    name = names.get(event.metadata_id, "")
+                    if name == "CpuExecutable::ExecuteAsyncOnStream":
+                        runs += event.duration_ps
+                        runs_in_launches += event.duration_ps if event.offset_ps < open_until else 0
+                    elif name == "ExecutorState::ProcessAsync::Start" and event.offset_ps >= open_until:
+                        launches += event.duration_ps
+                        open_until = event.offset_ps + event.duration_ps
+                    elif name in _COMPILER_EVENTS and event.offset_ps >= open_until:
+                        launches += event.duration_ps
+    to_ms = 1e-9 / steps
+    if not runs:
+        return {}
+    return {XLA_RUN: runs * to_ms, XLA_COMPILE: max(launches - runs_in_launches, 0) * to_ms}
+
+
+def format_profile(args, tables, log, seconds, top=25):
+    """The markdown report of --profile: per encoding, op types by self time per step in each toolkit."""
+    first, last = args.profile
+    lines = [f"## Where the training step goes: the package and OpenNMT-tf profiled ({args.shape} shape)", "",
+             f"`{common.command_line()}` — {common.today()}, took {seconds / 60:.0f} min.  ",
+             f"Machine: {common.machine_description()}; OpenNMT-tf on TensorFlow {args.versions[1]}.", "",
+             f"Steps {first + 1}-{last} of one run per toolkit and encoding, traced with TensorFlow's profiler (host "
+             "tracer level 3); self time per step of each TensorFlow op type on the host, summed over the ops of "
+             "that type, input pipeline ops included (`Dataset` ops excepted), and the time of XLA-compiled clusters "
+             f"from the trace's events (`{XLA_RUN}`; `{XLA_COMPILE}` when new batch shapes reach them). Tracing "
+             "slows both toolkits, so compare the rows, not the totals with the throughput tables. Commands (the "
+             "trainers as in the throughput benchmark):", ""]
+    lines += [f"    {command}" for command in log[1:] if command] + [""]
+    for positions, by_toolkit in tables.items():
+        ours, theirs = (by_toolkit[toolkit][1] for toolkit in ("ours", "theirs"))
+        kinds = sorted(set(ours) | set(theirs), key=lambda k: -max(ours.get(k, 0.0), theirs.get(k, 0.0)))
+        rows = [[f"`{kind}`", f"{ours.get(kind, 0.0):,.1f}", f"{theirs.get(kind, 0.0):,.1f}",
+                 f"{ours.get(kind, 0.0) - theirs.get(kind, 0.0):+,.1f}"] for kind in kinds[:top]]
+        rest = [sum(table.get(kind, 0.0) for kind in kinds[top:]) for table in (ours, theirs)]
+        rows.append([f"other {len(kinds) - top} types", f"{rest[0]:,.1f}", f"{rest[1]:,.1f}",
+                     f"{rest[0] - rest[1]:+,.1f}"])
+        busy = [by_toolkit[toolkit][0] for toolkit in ("ours", "theirs")]
+        rows.append(["**all traced ops**", f"**{busy[0]:,.1f}**", f"**{busy[1]:,.1f}**", f"{busy[0] - busy[1]:+,.1f}"])
+        lines += [f"{positions} positions (`{SHAPES[args.shape][positions]}`), ms per step:", "",
+                  common.markdown_table(["op type", "ours", "OpenNMT-tf", "ours - OpenNMT-tf"], rows), ""]
+    return "\n".join(lines).rstrip()
 
 
 # -- report -------------------------------------------------------------------------------------------------------
@@ -630,8 +756,20 @@ def main():
     parser.add_argument("--allocator", choices=sorted(ALLOCATORS), default="shipped",
                         help="TensorFlow's CPU allocator: shipped: each toolkit's default (ours BFC, OpenNMT-tf "
                         "malloc); bfc: BFC in both; tensorflow: malloc in both.")
+    parser.add_argument("--profile", metavar="FIRST:LAST", help="Instead of timing: one run per toolkit and "
+                        "encoding, steps FIRST+1 .. LAST traced with TensorFlow's profiler, and a table of the op types' "
+                        "self time per step side by side (needs xprof; --steps defaults to LAST + 5).")
     parser.add_argument("--write", action="store_true", help="Record the results in benchmarks/README.md.")
     args = parser.parse_args()
+    if args.profile:
+        try:
+            args.profile = tuple(int(x) for x in args.profile.split(":"))
+            if len(args.profile) != 2 or not 0 < args.profile[0] < args.profile[1]:
+                raise ValueError
+        except ValueError:
+            parser.error("--profile takes FIRST:LAST, two step numbers with 0 < FIRST < LAST")
+        args.steps = args.steps or args.profile[1] + 5
+        args.log_every = 1  # OpenNMT-tf's hook runs at its logging steps.
     args.positions = [p for p in args.positions.split(",") if p]
     if set(args.positions) - {"relative", "sinusoid"}:
         parser.error("--positions takes relative and/or sinusoid")
@@ -651,6 +789,15 @@ def main():
         print(f"opennmt_tf: skipped, {why}")
         return 0
     began = time.perf_counter()
+    args.versions = versions
+    if args.profile:
+        tables, log = profile(args, os.path.abspath(args.opennmt_venv))
+        text = format_profile(args, tables, log, time.perf_counter() - began)
+        print(text)
+        if args.write:
+            common.replace_section(f"opennmt_tf_{args.shape}_profile", text)
+            print(f"Wrote the results to {common.README}")
+        return 0
     runs, stats, log = benchmark(args, os.path.abspath(args.opennmt_venv))
     text = report(args, runs, stats, versions, log, time.perf_counter() - began)
     print(text)

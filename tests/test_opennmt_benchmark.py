@@ -49,3 +49,73 @@ def test_each_toolkit_gets_the_allocator_asked_for_whatever_the_callers_environm
     assert chosen == {"shipped": {"ours": None, "theirs": "false"}, "bfc": {"ours": "true", "theirs": "true"},
                       "tensorflow": {"ours": "false", "theirs": "false"}}
     assert benchmark.toolkit_environment("theirs", "bfc")["TF_NUM_INTRAOP_THREADS"] == "1"
+
+
+def test_the_profile_hook_traces_exactly_the_steps_asked_for(monkeypatch):
+    """--profile: each wrapper traces steps FIRST+1 .. LAST (start at FIRST, stop at LAST), and nothing without
+    the environment variable."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    benchmark = _benchmark_module()
+    assert benchmark.OURS_WRAPPER.startswith(benchmark.PROFILE_HOOK)
+    assert benchmark.THEIRS_WRAPPER.startswith(benchmark.PROFILE_HOOK)
+    calls = []
+    monkeypatch.setattr(tf.profiler.experimental, "start", lambda logdir, options=None: calls.append(("start", logdir)))
+    monkeypatch.setattr(tf.profiler.experimental, "stop", lambda: calls.append(("stop",)))
+    for environment, want in (({benchmark._PROFILE: "/trace,3,5"}, [(3, "start", "/trace"), (5, "stop")]), ({}, [])):
+        monkeypatch.delenv(benchmark._PROFILE, raising=False)
+        for name, value in environment.items():
+            monkeypatch.setenv(name, value)
+        namespace = {}
+        exec(benchmark.PROFILE_HOOK, namespace)  # pylint: disable=exec-used
+        got = []
+        for step in range(1, 8):
+            before = len(calls)
+            namespace["trace_at"](step)
+            got += [(step,) + call for call in calls[before:]]
+        assert got == want
+
+
+def test_the_profile_table_puts_the_op_types_side_by_side():
+    benchmark = _benchmark_module()
+
+    class Args:  # pylint: disable=too-few-public-methods
+        profile, shape, versions = (20, 30), "base", ("2.32.0", "2.13.1")
+
+    tables = {"relative": {"ours": (30.0, {"MatMul": 20.0, "Softmax": 6.0, "Mul": 4.0}),
+                           "theirs": (25.0, {"MatMul": 21.0, "RandomUniform": 4.0})}}
+    text = benchmark.format_profile(Args(), tables, ["datagen", "ours command", "theirs command"], 60.0, top=2)
+    rows = [line for line in text.splitlines() if line.startswith("| `") or line.startswith("| other")
+            or line.startswith("| **")]
+    assert [cell.strip() for cell in rows[0].split("|")[1:5]] == ["`MatMul`", "20.0", "21.0", "-1.0"]
+    assert [cell.strip() for cell in rows[1].split("|")[1:5]] == ["`Softmax`", "6.0", "0.0", "+6.0"]
+    assert [cell.strip() for cell in rows[2].split("|")[1:5]] == ["other 2 types", "4.0", "4.0", "+0.0"]
+    assert [cell.strip() for cell in rows[3].split("|")[1:5]] == ["**all traced ops**", "**30.0**", "**25.0**", "+5.0"]
+    assert "Steps 21-30" in text and "    ours command" in text and "    datagen" not in text
+
+
+def test_a_bad_profile_range_is_refused_in_one_line(tmp_path):
+    result = subprocess.run([sys.executable, _PATH, "--profile=30:20", f"--multi30k={tmp_path}",
+                             f"--work_dir={tmp_path / 'w'}", f"--opennmt_venv={tmp_path / 'venv'}"],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2 and "--profile takes FIRST:LAST" in result.stderr
+
+
+def test_the_time_of_xla_clusters_is_read_from_the_trace(tmp_path):
+    """The op statistics leave XLA-compiled clusters out; the profile reads their compiling and running time
+    from the trace: a new shape compiles, a shape met before only runs."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    benchmark = _benchmark_module()
+    fused = tf.function(lambda x: tf.reduce_sum(tf.exp(x) * x, axis=-1), jit_compile=True)
+    step = tf.function(lambda x: fused(tf.matmul(x, x)))
+    seen, new = tf.random.uniform((64, 64)), tf.random.uniform((96, 96))
+    step(seen)
+    for name, inputs in (("new", new), ("seen", seen)):
+        tf.profiler.experimental.start(str(tmp_path / name))
+        step(inputs).numpy()
+        tf.profiler.experimental.stop()
+    new_times, seen_times = (benchmark.xla_times(str(tmp_path / name), 1) for name in ("new", "seen"))
+    assert new_times[benchmark.XLA_RUN] > 0 and seen_times[benchmark.XLA_RUN] > 0
+    assert new_times[benchmark.XLA_COMPILE] > 10 * seen_times[benchmark.XLA_COMPILE]
+    assert benchmark.xla_times(str(tmp_path / "nothing"), 1) == {}
