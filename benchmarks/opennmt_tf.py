@@ -600,9 +600,10 @@ def format_profile(args, tables, log, seconds, top=25):
         kinds = sorted(set(ours) | set(theirs), key=lambda k: -max(ours.get(k, 0.0), theirs.get(k, 0.0)))
         rows = [[f"`{kind}`", f"{ours.get(kind, 0.0):,.1f}", f"{theirs.get(kind, 0.0):,.1f}",
                  f"{ours.get(kind, 0.0) - theirs.get(kind, 0.0):+,.1f}"] for kind in kinds[:top]]
-        rest = [sum(table.get(kind, 0.0) for kind in kinds[top:]) for table in (ours, theirs)]
-        rows.append([f"other {len(kinds) - top} types", f"{rest[0]:,.1f}", f"{rest[1]:,.1f}",
-                     f"{rest[0] - rest[1]:+,.1f}"])
+        if len(kinds) > top:
+            rest = [sum(table.get(kind, 0.0) for kind in kinds[top:]) for table in (ours, theirs)]
+            rows.append([f"other {len(kinds) - top} types", f"{rest[0]:,.1f}", f"{rest[1]:,.1f}",
+                         f"{rest[0] - rest[1]:+,.1f}"])
         busy = [by_toolkit[toolkit][0] for toolkit in ("ours", "theirs")]
         rows.append(["**all traced ops**", f"**{busy[0]:,.1f}**", f"**{busy[1]:,.1f}**", f"{busy[0] - busy[1]:+,.1f}"])
         lines += [f"{positions} positions (`{SHAPES[args.shape][positions]}`), ms per step:", "",

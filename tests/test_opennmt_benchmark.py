@@ -92,6 +92,7 @@ def test_the_profile_table_puts_the_op_types_side_by_side():
     assert [cell.strip() for cell in rows[2].split("|")[1:5]] == ["other 2 types", "4.0", "4.0", "+0.0"]
     assert [cell.strip() for cell in rows[3].split("|")[1:5]] == ["**all traced ops**", "**30.0**", "**25.0**", "+5.0"]
     assert "Steps 21-30" in text and "    ours command" in text and "    datagen" not in text
+    assert "other" not in benchmark.format_profile(Args(), tables, [], 60.0, top=4)  # Every type has its row.
 
 
 def test_a_bad_profile_range_is_refused_in_one_line(tmp_path):
