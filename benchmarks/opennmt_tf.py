@@ -528,7 +528,7 @@ def profile(args, venv):
         for trace in traces.values():
             shutil.rmtree(trace, ignore_errors=True)
         print(f"{positions}: tracing steps {first + 1}-{last} of each toolkit", flush=True)
-        run_pair(plan, run_dir, sorted(os.sched_getaffinity(0))[:2], args.allocator,
+        runs = run_pair(plan, run_dir, sorted(os.sched_getaffinity(0))[:2], args.allocator,
                  {toolkit: {_PROFILE: f"{trace},{first},{last}"} for toolkit, trace in traces.items()})
         tables[positions] = {}
         for toolkit, trace in traces.items():
@@ -537,7 +537,11 @@ def profile(args, venv):
                 raise SystemExit("opennmt_tf: --profile needs the xprof package (pip install xprof)")
             busy, _, by_type = table
             xla = xla_times(trace, last - first)
-            tables[positions][toolkit] = (busy + sum(xla.values()), dict(by_type, **xla))
+            marks = {m["step"]: m for m in runs[toolkit]["marks"]}
+            cpu = (marks[last]["cpu"] - marks[first]["cpu"]) / (last - first)
+            tokens = sum(marks[last][side] - marks[first][side] for side in ("source", "target"))
+            tables[positions][toolkit] = (busy + sum(xla.values()), dict(by_type, **xla),
+                                          (cpu * 1000, tokens / (cpu * (last - first))))
     return tables, log
 
 
@@ -606,6 +610,10 @@ def format_profile(args, tables, log, seconds, top=25):
                          f"{rest[0] - rest[1]:+,.1f}"])
         busy = [by_toolkit[toolkit][0] for toolkit in ("ours", "theirs")]
         rows.append(["**all traced ops**", f"**{busy[0]:,.1f}**", f"**{busy[1]:,.1f}**", f"{busy[0] - busy[1]:+,.1f}"])
+        cpu, rate = zip(*(by_toolkit[toolkit][2] for toolkit in ("ours", "theirs")))
+        rows.append(["whole step, CPU time of the process", f"{cpu[0]:,.1f}", f"{cpu[1]:,.1f}", f"{cpu[0] - cpu[1]:+,.1f}"])
+        rows.append(["tokens per CPU-second (ours / OpenNMT-tf)", f"{rate[0]:,.0f}", f"{rate[1]:,.0f}",
+                     f"{rate[0] / rate[1]:.2f}x"])
         lines += [f"{positions} positions (`{SHAPES[args.shape][positions]}`), ms per step:", "",
                   common.markdown_table(["op type", "ours", "OpenNMT-tf", "ours - OpenNMT-tf"], rows), ""]
     return "\n".join(lines).rstrip()

@@ -82,8 +82,8 @@ def test_the_profile_table_puts_the_op_types_side_by_side():
     class Args:  # pylint: disable=too-few-public-methods
         profile, shape, versions = (20, 30), "base", ("2.32.0", "2.13.1")
 
-    tables = {"relative": {"ours": (30.0, {"MatMul": 20.0, "Softmax": 6.0, "Mul": 4.0}),
-                           "theirs": (25.0, {"MatMul": 21.0, "RandomUniform": 4.0})}}
+    tables = {"relative": {"ours": (30.0, {"MatMul": 20.0, "Softmax": 6.0, "Mul": 4.0}, (40.0, 1100.0)),
+                           "theirs": (25.0, {"MatMul": 21.0, "RandomUniform": 4.0}, (44.0, 1000.0))}}
     text = benchmark.format_profile(Args(), tables, ["datagen", "ours command", "theirs command"], 60.0, top=2)
     rows = [line for line in text.splitlines() if line.startswith("| `") or line.startswith("| other")
             or line.startswith("| **")]
@@ -91,6 +91,9 @@ def test_the_profile_table_puts_the_op_types_side_by_side():
     assert [cell.strip() for cell in rows[1].split("|")[1:5]] == ["`Softmax`", "6.0", "0.0", "+6.0"]
     assert [cell.strip() for cell in rows[2].split("|")[1:5]] == ["other 2 types", "4.0", "4.0", "+0.0"]
     assert [cell.strip() for cell in rows[3].split("|")[1:5]] == ["**all traced ops**", "**30.0**", "**25.0**", "+5.0"]
+    whole = [line for line in text.splitlines() if line.startswith(("| whole step", "| tokens per"))]
+    assert [cell.strip() for cell in whole[0].split("|")[2:5]] == ["40.0", "44.0", "-4.0"]
+    assert [cell.strip() for cell in whole[1].split("|")[2:5]] == ["1,100", "1,000", "1.10x"]
     assert "Steps 21-30" in text and "    ours command" in text and "    datagen" not in text
     assert "other" not in benchmark.format_profile(Args(), tables, [], 60.0, top=4)  # Every type has its row.
 
