@@ -466,19 +466,24 @@ def run_pair(plan, run_dir, cores, allocator, extra_env=None):
     return results
 
 
-def benchmark(args, venv):
-    log = []
+def prepare(args, log):
+    """Both toolkits' data and our hparams per encoding: (data_dir, {positions: hparams}, files, stats)."""
     data_dir = translate_small.prepare_data(args, log)
-    runs = {}
-    budget = None
+    hps = {}
     for positions in args.positions:
         name = SHAPES[args.shape][positions]
-        hp = dict(hparams_values(name, our_overrides(args)), hparams_set=name)
-        check_mappable(hp)
-        budget = hp["batch_size"]
-        runs[positions] = {"hp": hp, "results": []}
+        hps[positions] = dict(hparams_values(name, our_overrides(args)), hparams_set=name)
+        check_mappable(hps[positions])
+    budget = hps[args.positions[-1]]["batch_size"]
     files, stats = prepare_opennmt_data(data_dir, args.multi30k, os.path.join(args.work_dir, "opennmt_data"),
                                         args.steps, budget)
+    return data_dir, hps, files, stats
+
+
+def benchmark(args, venv):
+    log = []
+    data_dir, hps, files, stats = prepare(args, log)
+    runs = {positions: {"hp": hp, "results": []} for positions, hp in hps.items()}
     print(f"OpenNMT-tf data: {stats['pairs']:,} pairs x {stats['copies']} shuffled copies "
           f"(~{stats['batches_per_epoch']} full batches per copy); vocabulary of {stats['vocab_rows']} rows",
           flush=True)
@@ -507,19 +512,15 @@ def benchmark(args, venv):
 
 def profile(args, venv):
     """--profile: one run per toolkit and encoding (on one core after the other, or two at once), steps
-    first+1 .. last traced; {positions: {toolkit: (busy ms per step, {op type: ms per step})}} and the log."""
+    first+1 .. last traced. Returns ({positions: {toolkit: (traced ms per step, {op type: ms per step},
+    (CPU ms per step, tokens per CPU-second))}}, the log)."""
     import profile_step  # pylint: disable=import-outside-toplevel  # Its op table; needs xprof.
 
     log = []
-    data_dir = translate_small.prepare_data(args, log)
+    data_dir, hps, files, _ = prepare(args, log)
     first, last = args.profile
     tables = {}
-    for positions in args.positions:
-        name = SHAPES[args.shape][positions]
-        hp = dict(hparams_values(name, our_overrides(args)), hparams_set=name)
-        check_mappable(hp)
-        files, _ = prepare_opennmt_data(data_dir, args.multi30k, os.path.join(args.work_dir, "opennmt_data"),
-                                        args.steps, hp["batch_size"])
+    for positions, hp in hps.items():
         run_dir = os.path.join(args.work_dir, f"{args.shape}_{positions}_profile")
         plan = commands(args, hp, positions, data_dir, files, run_dir, venv)
         log += [" ".join(plan["shown"][toolkit]).replace(os.getcwd() + os.sep, "") for toolkit in ("ours", "theirs")]
