@@ -10,10 +10,17 @@ from t2t_relpos.layers import cache_ops
 class SeparableConvTransition(keras.layers.Layer):
     """`sepconv(hidden -> filter, relu) -> dropout -> sepconv(filter -> hidden)` along the positions.
 
-    Each separable convolution is a depthwise convolution of width `kernel_size` (one filter per channel, no
-    bias) followed by a pointwise `Dense`. `causal=True` lets a position see itself and the `kernel_size - 1`
-    positions before it (decoder); otherwise the window is centred (encoder). Padding positions are zeroed
-    before each convolution, so their contents never reach valid positions.
+    Each separable convolution is a depthwise convolution (one filter per channel, no bias) followed by a
+    pointwise `Dense`:
+
+        depthwise(x)[t, c] = sum_j kernel[j, c] * x[t + j - before, c],   j = 0 .. k - 1
+
+    with `before = k - 1` when `causal=True` (a position sees itself and the k - 1 positions before it: the
+    decoder) and `before = (k - 1) // 2` otherwise (a centred window, TensorFlow's "SAME": the encoder);
+    positions outside the sequence read zeros. The two convolutions have widths 3 and 5 by default, as in
+    tensor2tensor's Universal Transformer with `transformer_ffn_type="sepconv"` (its UT sets' default until
+    September 2018). Padding positions are zeroed before each convolution, so their contents
+    never reach valid positions.
 
     Incremental decoding (causal only): `init_cache` gives one buffer per convolution holding its inputs so
     far; passing it with `cache_index` computes the new positions exactly as the full pass does.
@@ -21,7 +28,7 @@ class SeparableConvTransition(keras.layers.Layer):
     Args:
         hidden_size: Input and output depth.
         filter_size: Depth between the two convolutions.
-        kernel_size: Convolution width.
+        kernel_size: The two convolutions' widths, `(first, second)`, or one int for both.
         causal: Causal (left) windows instead of centred ones.
         relu_dropout: Dropout rate after the ReLU.
         kernel_initializer: Initializer of the pointwise kernels (depthwise kernels use fan-in variance
@@ -30,8 +37,8 @@ class SeparableConvTransition(keras.layers.Layer):
     Call arguments:
         x: `[B, T, hidden_size]`.
         padding_mask: bool `[B, T]`, False at padding.
-        cache: dict `{"inner": [B, S + kernel_size - 1, hidden_size], "outer": [B, S + kernel_size - 1,
-            filter_size]}` from `init_cache`.
+        cache: dict `{"inner": [B, S + first - 1, hidden_size], "outer": [B, S + second - 1, filter_size]}`
+            from `init_cache`.
         cache_index: int scalar, the position of x's first step (with `cache`).
 
     Returns:
@@ -45,14 +52,15 @@ class SeparableConvTransition(keras.layers.Layer):
     (2, 5, 16)
     """
 
-    def __init__(self, hidden_size, filter_size, kernel_size=3, causal=False, relu_dropout=0.0,
+    def __init__(self, hidden_size, filter_size, kernel_size=(3, 5), causal=False, relu_dropout=0.0,
                  kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        if kernel_size < 1:
-            raise ValueError(f"kernel_size must be >= 1, got {kernel_size}")
+        sizes = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+        if len(sizes) != 2 or not all(isinstance(k, int) and k >= 1 for k in sizes):
+            raise ValueError(f"kernel_size must be an int >= 1 or a pair of them, got {kernel_size!r}")
         self.hidden_size = hidden_size
         self.filter_size = filter_size
-        self.kernel_size = kernel_size
+        self.kernel_size = sizes
         self.causal = causal
         self.relu_dropout = relu_dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -64,38 +72,39 @@ class SeparableConvTransition(keras.layers.Layer):
 
     def build(self, input_shape):
         depthwise = keras.initializers.VarianceScaling(scale=1.0, mode="fan_in", distribution="uniform")
-        self.inner_depthwise = self.add_weight(name="inner_depthwise", shape=(self.kernel_size, self.hidden_size),
+        first, second = self.kernel_size
+        self.inner_depthwise = self.add_weight(name="inner_depthwise", shape=(first, self.hidden_size),
                                                initializer=depthwise)
-        self.outer_depthwise = self.add_weight(name="outer_depthwise", shape=(self.kernel_size, self.filter_size),
+        self.outer_depthwise = self.add_weight(name="outer_depthwise", shape=(second, self.filter_size),
                                                initializer=depthwise)
         self.inner.build(tuple(input_shape[:-1]) + (self.hidden_size,))
         self.outer.build(tuple(input_shape[:-1]) + (self.filter_size,))
         self.dropout.build(None)
 
     def init_cache(self, batch_size, max_length, dtype=None):
-        """Zero input buffers for `max_length` positions (plus the `kernel_size - 1` before the first)."""
+        """Zero input buffers for `max_length` positions (plus the `k - 1` before the first, per convolution)."""
         if not self.causal:
             raise ValueError("only a causal SeparableConvTransition decodes incrementally")
         dtype = dtype or self.compute_dtype
-        length = max_length + self.kernel_size - 1
-        return {"inner": ops.zeros((batch_size, length, self.hidden_size), dtype),
-                "outer": ops.zeros((batch_size, length, self.filter_size), dtype)}
+        first, second = self.kernel_size
+        return {"inner": ops.zeros((batch_size, max_length + first - 1, self.hidden_size), dtype),
+                "outer": ops.zeros((batch_size, max_length + second - 1, self.filter_size), dtype)}
 
-    def _windows(self, x, buffer, cache_index):
-        """x with the context its windows need: `[B, T + kernel_size - 1, C]` (and the updated buffer)."""
-        before = self.kernel_size - 1
+    def _windows(self, x, k, buffer, cache_index):
+        """x with the context its width-k windows need: `[B, T + k - 1, C]` (and the updated buffer)."""
+        before = k - 1
         if buffer is not None:
-            # Position p lives at p + before in the buffer; the windows of x start kernel_size - 1 earlier.
+            # Position p lives at p + before in the buffer; the windows of x start k - 1 earlier.
             buffer = cache_ops.write(buffer, ops.cast(x, buffer.dtype), cache_index + before, axis=1)
             shape = ops.shape(x)
             return ops.slice(buffer, [0, cache_index, 0], (shape[0], shape[1] + before, shape[2])), buffer
         if not self.causal:
-            before = (self.kernel_size - 1) // 2
-        return ops.pad(x, [[0, 0], [before, self.kernel_size - 1 - before], [0, 0]]), None
+            before = (k - 1) // 2
+        return ops.pad(x, [[0, 0], [before, k - 1 - before], [0, 0]]), None
 
     def _depthwise(self, padded, kernel):
         """Valid depthwise convolution: `[B, T + k - 1, C]` -> `[B, T, C]` (k static, so static slices)."""
-        k = self.kernel_size
+        k = kernel.shape[0]
         kernel = ops.cast(kernel, padded.dtype)
         out = 0
         for j in range(k):
@@ -109,12 +118,13 @@ class SeparableConvTransition(keras.layers.Layer):
         keep = None if padding_mask is None else ops.cast(padding_mask, x.dtype)[..., None]
         if keep is not None:
             x = x * keep
-        padded, inner_buffer = self._windows(x, None if cache is None else cache["inner"], cache_index)
+        first, second = self.kernel_size
+        padded, inner_buffer = self._windows(x, first, None if cache is None else cache["inner"], cache_index)
         h = self.inner(self._depthwise(padded, self.inner_depthwise))
         h = self.dropout(h, training=training)
         if keep is not None:
             h = h * keep
-        padded, outer_buffer = self._windows(h, None if cache is None else cache["outer"], cache_index)
+        padded, outer_buffer = self._windows(h, second, None if cache is None else cache["outer"], cache_index)
         y = self.outer(self._depthwise(padded, self.outer_depthwise))
         if cache is None:
             return y
@@ -128,7 +138,7 @@ class SeparableConvTransition(keras.layers.Layer):
         config.update({
             "hidden_size": self.hidden_size,
             "filter_size": self.filter_size,
-            "kernel_size": self.kernel_size,
+            "kernel_size": list(self.kernel_size),
             "causal": self.causal,
             "relu_dropout": self.relu_dropout,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
