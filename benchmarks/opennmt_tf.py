@@ -14,7 +14,8 @@ warm-up), on Multi30k English->German training text in the same SentencePiece vo
 separate process pinned to one core (`sched_setaffinity`) with TensorFlow's intra- and inter-op pools at one
 thread (`TF_NUM_INTRAOP_THREADS` / `TF_NUM_INTEROP_THREADS`, and OpenNMT-tf's own
 `--intra_op_parallelism_threads 1 --inter_op_parallelism_threads 1`). The two run at the same time on two cores,
-then again with the cores swapped; --reps repeats both. --allocator picks TensorFlow's CPU allocator: by default
+then again with the cores swapped (one after the other when the benchmark may use one core, e.g. under `taskset
+-c 1`); --reps repeats both. --allocator picks TensorFlow's CPU allocator: by default
 each toolkit's own (ours BFC, OpenNMT-tf TensorFlow's malloc-backed default), or the same one in both.
 
 The data. `translate_small.prepare_data` (t2t-relpos-datagen, `translate_local`, a shared SentencePiece model of
@@ -645,6 +646,15 @@ def format_table(runs):
     return common.markdown_table(headers, rows, align="ll" + "r" * 7)
 
 
+def schedule_text(cores, runs_each):
+    """How `run_pair` ran the trainers, given the cores the benchmark could use."""
+    if cores > 1:
+        return (f"the two run at the same time, then with the cores swapped: {runs_each} runs per trainer and "
+                "encoding")
+    return (f"only one core was free to the benchmark (`taskset`), so the two ran one after the other on it, "
+            f"twice per pair: {runs_each} runs per trainer and encoding")
+
+
 def report(args, runs, stats, versions, log, seconds):
     hp = next(iter(runs.values()))["hp"]
     runs_each = len(next(iter(runs.values()))["results"])
@@ -665,12 +675,11 @@ Multi30k English->German training pairs ({stats['pairs']:,}), shared SentencePie
 pieces; {hp['num_encoder_layers']}+{hp['num_decoder_layers']} layers, d_model {hp['hidden_size']},
 {hp['num_heads']} heads, FFN {hp['filter_size']}, {hp['norm_position']}-norm, {embeddings}, {hp['batch_size']}-token
 batches (buckets: {buckets}), {args.steps} steps, seed 1. Each trainer runs in its own process on one core
-with one TensorFlow thread; the two run at the same time, then with the cores swapped: {runs_each} runs per
-trainer and encoding. Tokens are the non-padding source + target tokens the trainers consumed (EOS included
+with one TensorFlow thread; {schedule_text(len(os.sched_getaffinity(0)), runs_each)}. Tokens are the non-padding source + target tokens the trainers consumed (EOS included
 on both sides), counted from the batches' per-step counts. "Training steps" covers steps
 {window[0]}-{window[1]} (CPU time of the process, all threads); "whole run" divides all tokens by the
 process's CPU seconds, start-up, data loading and checkpoints included; tokens / wall s is over the same
-steps as the first column. Median (range) over the runs; the ratios pair runs made at the same time.
+steps as the first column. Median (range) over the runs; the ratios pair runs made together.
 TensorFlow's CPU allocator (`--allocator {args.allocator}`): {ALLOCATOR_TEXT[args.allocator]}.
 
 {format_table(runs)}

@@ -123,3 +123,12 @@ def test_the_time_of_xla_clusters_is_read_from_the_trace(tmp_path):
     assert new_times[benchmark.XLA_RUN] > 0 and seen_times[benchmark.XLA_RUN] > 0
     assert new_times[benchmark.XLA_COMPILE] > 10 * seen_times[benchmark.XLA_COMPILE]
     assert benchmark.xla_times(str(tmp_path / "nothing"), 1) == {}
+
+
+def test_the_report_says_whether_the_pair_ran_together_or_in_turn():
+    """Under `taskset -c 1` run_pair runs the two trainers one after the other; the table's text must not
+    claim they ran at the same time on swapped cores."""
+    benchmark = _benchmark_module()
+    assert "at the same time" in benchmark.schedule_text(2, 4)
+    alone = benchmark.schedule_text(1, 2)
+    assert "at the same time" not in alone and "one after the other" in alone and "2 runs" in alone
