@@ -98,10 +98,15 @@ def test_config_round_trip_keeps_the_widths_and_a_single_width_still_loads():
     assert SeparableConvTransition.from_config(config).kernel_size == (3, 3)
 
 
-@pytest.mark.parametrize("kernel_size", [0, (3,), (3, 0), (3, 5, 7), "3"])
+@pytest.mark.parametrize("kernel_size", [0, (3,), (3, 0), (3, 5, 7), "3", "35", (True, 3), 2.5])
 def test_bad_widths_are_refused(kernel_size):
     with pytest.raises(ValueError, match="kernel_size"):
         SeparableConvTransition(HIDDEN, FILTER, kernel_size=kernel_size)
+
+
+def test_numpy_widths_are_taken_as_ints():
+    assert SeparableConvTransition(HIDDEN, FILTER, kernel_size=np.int64(4)).kernel_size == (4, 4)
+    assert SeparableConvTransition(HIDDEN, FILTER, kernel_size=np.array([3, 5])).kernel_size == (3, 5)
 
 
 def test_serialises_inside_a_model(tmp_path):

@@ -1,5 +1,7 @@
 """The depthwise-separable convolution transition of the Universal Transformer (the alternative to the FFN)."""
 
+import numbers
+
 import keras
 from keras import ops
 
@@ -55,9 +57,11 @@ class SeparableConvTransition(keras.layers.Layer):
     def __init__(self, hidden_size, filter_size, kernel_size=(3, 5), causal=False, relu_dropout=0.0,
                  kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        sizes = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
-        if len(sizes) != 2 or not all(isinstance(k, int) and k >= 1 for k in sizes):
+        sizes = (kernel_size, kernel_size) if isinstance(kernel_size, numbers.Integral) else kernel_size
+        if (isinstance(sizes, str) or not hasattr(sizes, "__len__") or len(sizes) != 2
+                or not all(isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 1 for k in sizes)):
             raise ValueError(f"kernel_size must be an int >= 1 or a pair of them, got {kernel_size!r}")
+        sizes = tuple(int(k) for k in sizes)
         self.hidden_size = hidden_size
         self.filter_size = filter_size
         self.kernel_size = sizes
