@@ -442,6 +442,11 @@ def commands(args, hp, positions, data_dir, files, run_dir, venv):
             "config": config, "model_text": model_file_text(hp)}
 
 
+def free_cores():
+    """The (at most two) cores the benchmark may use: one per trainer, or one for both in turn."""
+    return sorted(os.sched_getaffinity(0))[:2]
+
+
 def run_pair(plan, run_dir, cores, allocator, extra_env=None):
     """Runs ours on cores[0] and theirs on cores[1] at the same time (one after the other on a single core).
 
@@ -488,7 +493,7 @@ def benchmark(args, venv):
     print(f"OpenNMT-tf data: {stats['pairs']:,} pairs x {stats['copies']} shuffled copies "
           f"(~{stats['batches_per_epoch']} full batches per copy); vocabulary of {stats['vocab_rows']} rows",
           flush=True)
-    cores = sorted(os.sched_getaffinity(0))[:2]
+    cores = free_cores()
     for rep in range(args.reps):
         order = args.positions if rep % 2 == 0 else args.positions[::-1]
         for positions in order:
@@ -530,7 +535,7 @@ def profile(args, venv):
         for trace in traces.values():
             shutil.rmtree(trace, ignore_errors=True)
         print(f"{positions}: tracing steps {first + 1}-{last} of each toolkit", flush=True)
-        runs = run_pair(plan, run_dir, sorted(os.sched_getaffinity(0))[:2], args.allocator,
+        runs = run_pair(plan, run_dir, free_cores(), args.allocator,
                  {toolkit: {_PROFILE: f"{trace},{first},{last}"} for toolkit, trace in traces.items()})
         tables[positions] = {}
         for toolkit, trace in traces.items():
@@ -613,7 +618,8 @@ def format_profile(args, tables, log, seconds, top=25):
         busy = [by_toolkit[toolkit][0] for toolkit in ("ours", "theirs")]
         rows.append(["**all traced ops**", f"**{busy[0]:,.1f}**", f"**{busy[1]:,.1f}**", f"{busy[0] - busy[1]:+,.1f}"])
         cpu, rate = zip(*(by_toolkit[toolkit][2] for toolkit in ("ours", "theirs")))
-        rows.append(["whole step, CPU time of the process", f"{cpu[0]:,.1f}", f"{cpu[1]:,.1f}", f"{cpu[0] - cpu[1]:+,.1f}"])
+        rows.append(["whole step, CPU time of the process", f"{cpu[0]:,.1f}", f"{cpu[1]:,.1f}",
+                     f"{cpu[0] - cpu[1]:+,.1f}"])
         rows.append(["tokens per CPU-second (ours / OpenNMT-tf)", f"{rate[0]:,.0f}", f"{rate[1]:,.0f}",
                      f"{rate[0] / rate[1]:.2f}x"])
         lines += [f"{positions} positions (`{SHAPES[args.shape][positions]}`), ms per step:", "",
@@ -675,11 +681,12 @@ Multi30k English->German training pairs ({stats['pairs']:,}), shared SentencePie
 pieces; {hp['num_encoder_layers']}+{hp['num_decoder_layers']} layers, d_model {hp['hidden_size']},
 {hp['num_heads']} heads, FFN {hp['filter_size']}, {hp['norm_position']}-norm, {embeddings}, {hp['batch_size']}-token
 batches (buckets: {buckets}), {args.steps} steps, seed 1. Each trainer runs in its own process on one core
-with one TensorFlow thread; {schedule_text(len(os.sched_getaffinity(0)), runs_each)}. Tokens are the non-padding source + target tokens the trainers consumed (EOS included
-on both sides), counted from the batches' per-step counts. "Training steps" covers steps
-{window[0]}-{window[1]} (CPU time of the process, all threads); "whole run" divides all tokens by the
-process's CPU seconds, start-up, data loading and checkpoints included; tokens / wall s is over the same
-steps as the first column. Median (range) over the runs; the ratios pair runs made together.
+with one TensorFlow thread; {schedule_text(len(free_cores()), runs_each)}. Tokens are the non-padding
+source + target tokens the trainers consumed (EOS included on both sides), counted from the batches'
+per-step counts. "Training steps" covers steps {window[0]}-{window[1]} (CPU time of the process, all
+threads); "whole run" divides all tokens by the process's CPU seconds, start-up, data loading and
+checkpoints included; tokens / wall s is over the same steps as the first column. Median (range) over the
+runs; the ratios pair runs made together.
 TensorFlow's CPU allocator (`--allocator {args.allocator}`): {ALLOCATOR_TEXT[args.allocator]}.
 
 {format_table(runs)}
