@@ -3,7 +3,7 @@
     KERAS_BACKEND=jax python benchmarks/accelerator.py [--lengths 25,50,100,200] [--decode_models rel64,rel256,abs64]
                                                        [--batches 8,64] [--shapes small,base] [--reps N] [--quick]
                                                        [--parts decoding,training,attention,memory]
-                                                       [--json PATH]
+                                                       [--profile_dir DIR] [--json PATH]
 
 The package's layers, models and search are written in `keras.ops` and import no TensorFlow, so they run
 where only JAX is installed. This script measures there the three figures that `decoding.py` and
@@ -21,7 +21,11 @@ where only JAX is installed. This script measures there the three figures that `
   `train_step.SETTINGS` batches. Float32 parameters and activations.
 - **One attention layer, relative / absolute**: forward and backward of the training step's self-attention
   layer alone, jitted, on the same batches' shapes (`attention_timing`), to say how much of the step's
-  difference the relative layers account for.
+  difference the relative layers account for; also with the key term alone and the value term alone.
+- **Kernels** (`--profile_dir`): each training step and attention layer above is also run under
+  `jax.profiler` (`gpu_trace.py`), and the report gives per program the kernels the device ran per call and
+  their total time, split into matrix products, reductions, gathers, loops and copies; the traces and each
+  compiled program's text stay in the directory, to name the kernels that differ.
 - **Attention memory at n = 2048**: XLA's temporary buffer size (`compiled.memory_analysis()`) of forward
   plus backward of one `RelationAwareMultiHeadAttention` layer (d 512, 8 heads, k = 16) against the same layer
   with relative positions off, batch 1; what the compiled program reserves, not a sampled peak.
@@ -186,8 +190,11 @@ def make_train_step(hparams):
     return jax.jit(step, donate_argnums=0), state, params
 
 
-def training_figures(shapes, settings, reps):
-    """[{shape, setting, ms: {absolute, relative}, ratios, params, loss}] with the two models interleaved."""
+def training_figures(shapes, settings, reps, profile_dir=None):
+    """[{shape, setting, ms: {absolute, relative}, ratios, params, loss}] with the two models interleaved.
+
+    With `profile_dir`, each step's kernels are also traced (`_profile`, under the row's `profile`).
+    """
     import jax  # pylint: disable=import-outside-toplevel
 
     from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
@@ -212,19 +219,39 @@ def training_figures(shapes, settings, reps):
                     samples[kind].append(time.perf_counter() - start)
                     losses[kind] = float(loss)
             ratios = [r / a for a, r in zip(samples["absolute"], samples["relative"])]
-            rows.append({"shape": shape, "setting": setting, "params": params, "last_loss": losses,
-                         "ms": {k: [1000.0 * s for s in v] for k, v in samples.items()}, "ratios": ratios})
+            row = {"shape": shape, "setting": setting, "params": params, "last_loss": losses,
+                   "ms": {k: [1000.0 * s for s in v] for k, v in samples.items()}, "ratios": ratios}
+            if profile_dir:
+                # The steps donate their state: each traced call takes the state the one before returned.
+                def run(kind, batch=batch):
+                    states[kind], loss = steps[kind](states[kind], batch)
+                    return loss
+
+                row["profile"] = _profile(
+                    {kind: (lambda kind=kind: run(kind), lambda kind=kind, batch=batch: steps[kind].lower(
+                        states[kind], batch)) for kind in states}, profile_dir, f"step_{shape}_{setting}")
+            rows.append(row)
             print(f"training {shape}/{setting}: done", file=sys.stderr, flush=True)
             del steps, states
     return rows
 
 
-def attention_timing(settings, reps, width=512, heads=8, k=16):
-    """[{setting, ms: {absolute, relative}, ratios}]: forward + backward of one self-attention layer, jitted.
+ATTENTION_KINDS = {  # kind: (max_relative_position, use_relative_keys, use_relative_values)
+    "absolute": (None, True, True),
+    "relative": (16, True, True),
+    "keys only": (16, True, False),
+    "values only": (16, False, True),
+}
 
-    The layer of the training step alone (`RelationAwareMultiHeadAttention`, d 512, 8 heads, k = 16 against the
-    same layer without relations), on `[rows, longest, d]` inputs of `train_step.SETTINGS`, padding masked: how
-    much of the step's difference one relative layer accounts for.
+
+def attention_timing(settings, reps, width=512, heads=8, profile_dir=None):
+    """[{setting, ms: {kind: [...]}, ratios, profile}]: forward + backward of one self-attention layer, jitted.
+
+    The layer of the training step alone (`RelationAwareMultiHeadAttention`, d 512, 8 heads, k = 16) in the
+    `ATTENTION_KINDS` variants (no relations, both relative terms, the key term alone, the value term alone), on
+    `[rows, longest, d]` inputs of `train_step.SETTINGS`, padding masked: how much of the step's difference one
+    relative layer accounts for, and which term costs what. With `profile_dir`, each variant's kernels are also
+    traced (`gpu_trace.kernel_times`) and its compiled program written there as text.
     """
     import jax  # pylint: disable=import-outside-toplevel
     import keras  # pylint: disable=import-outside-toplevel
@@ -238,10 +265,11 @@ def attention_timing(settings, reps, width=512, heads=8, k=16):
         x = jax.numpy.asarray(np.random.default_rng(0).normal(size=ids.shape + (width,)).astype("float32"))
         mask = jax.numpy.asarray(ids != 0)
         calls = {}
-        for kind, max_relative_position in (("absolute", None), ("relative", k)):
+        for kind, (max_relative_position, keys, values) in ATTENTION_KINDS.items():
             keras.utils.set_random_seed(1)
             layer = RelationAwareMultiHeadAttention(num_heads=heads, key_dim=width // heads,
-                                                    max_relative_position=max_relative_position)
+                                                    max_relative_position=max_relative_position,
+                                                    use_relative_keys=keys, use_relative_values=values)
             layer.build(x.shape)
             weights = [v.value for v in layer.trainable_variables]
 
@@ -253,10 +281,31 @@ def attention_timing(settings, reps, width=512, heads=8, k=16):
             _timed(fn, weights, x, mask)
             calls[kind] = (fn, (weights, x, mask))
         samples = _interleaved(calls, reps)
-        rows.append({"setting": setting, "ms": {kind: [1000.0 * t for t in v] for kind, v in samples.items()},
-                     "ratios": [r / a for a, r in zip(samples["absolute"], samples["relative"])]})
+        row = {"setting": setting, "ms": {kind: [1000.0 * t for t in v] for kind, v in samples.items()},
+               "ratios": [r / a for a, r in zip(samples["absolute"], samples["relative"])]}
+        if profile_dir:
+            row["profile"] = _profile({kind: (lambda fn=fn, args=args: fn(*args),
+                                              lambda fn=fn, args=args: fn.lower(*args))
+                                       for kind, (fn, args) in calls.items()}, profile_dir, f"attention_{setting}")
+        rows.append(row)
         print(f"attention {setting}: done", file=sys.stderr, flush=True)
     return rows
+
+
+def _profile(calls, profile_dir, what, trace_calls=5):
+    """{kind: gpu_trace summary} of `calls` {kind: (run, lower)}: `run()` makes one call, `lower()` lowers the
+    same program, whose compiled text is written beside the traces."""
+    import gpu_trace  # pylint: disable=import-outside-toplevel
+
+    out = {}
+    for kind, (run, lower) in calls.items():
+        slug = f"{what}_{kind.replace(' ', '_')}"
+        out[kind] = gpu_trace.kernel_times(run, (), trace_calls, os.path.join(profile_dir, slug))
+        with open(os.path.join(profile_dir, f"{slug}.hlo.txt"), "w", encoding="utf-8") as f:
+            f.write(lower().compile().as_text())
+        print(f"profiled {slug}: {out[kind]['kernels']:.0f} kernels, {out[kind]['us']:.0f} us per call",
+              file=sys.stderr, flush=True)
+    return out
 
 
 def attention_memory(length=2048, width=512, heads=8, k=16):
@@ -317,15 +366,20 @@ def report(args, device, decode_rows, train_rows, memory, seconds, attention_row
                           f"**{statistics.median(ratios):.3f}** ({min(ratios):.3f}-{max(ratios):.3f})"])
         lines += [common.markdown_table(headers, table), ""]
     if attention_rows:
-        headers = ["one attention layer, forward + backward", "absolute ms", "relative ms",
-                   "relative / absolute (min-max)"]
+        kinds = list(attention_rows[0]["ms"])
+        headers = ["one attention layer, forward + backward"] + [f"{kind} ms" for kind in kinds] + [
+            "relative / absolute (min-max)"]
         table = []
         for row in attention_rows:
             ratios = row["ratios"]
-            table.append([row["setting"], f"{statistics.median(row['ms']['absolute']):.3f}",
-                          f"{statistics.median(row['ms']['relative']):.3f}",
-                          f"**{statistics.median(ratios):.3f}** ({min(ratios):.3f}-{max(ratios):.3f})"])
+            table.append([row["setting"]] + [f"{statistics.median(row['ms'][kind]):.3f}" for kind in kinds] + [
+                f"**{statistics.median(ratios):.3f}** ({min(ratios):.3f}-{max(ratios):.3f})"])
         lines += [common.markdown_table(headers, table), ""]
+    profiles = [(f"attention, {row['setting']}", row["profile"]) for row in attention_rows if "profile" in row]
+    profiles += [(f"step, {row['shape']}, {row['setting']}", row["profile"]) for row in train_rows
+                 if "profile" in row]
+    if profiles:
+        lines += [profile_table(profiles), ""]
     if memory:
         rel, absolute = memory["relative"], memory["absolute"]
         lines.append(f"Attention layer at n = {memory['length']} (d 512, 8 heads, forward + backward): "
@@ -333,6 +387,24 @@ def report(args, device, decode_rows, train_rows, memory, seconds, attention_row
                      f"{rel / 2**20:.1f} MiB relative, {absolute / 2**20:.1f} MiB absolute, "
                      f"ratio **{rel / absolute:.3f}**.")
     return "\n".join(lines)
+
+
+def profile_table(profiles):
+    """Markdown: per traced program and kind, kernels and device time per call, by class (`gpu_trace`)."""
+    import gpu_trace  # pylint: disable=import-outside-toplevel
+
+    classes = ("matmul", "reduce", "gather", "loop", "copy", "other")
+    headers = ["program", "kind", "kernels", "device us"] + [f"{c} us (n)" for c in classes]
+    table = []
+    for what, by_kind in profiles:
+        for kind, summary in by_kind.items():
+            if not summary["device"]:
+                table.append([what, kind, "no device events in the trace", ""] + [""] * len(classes))
+                continue
+            split = gpu_trace.by_class(summary)
+            table.append([what, kind, f"{summary['kernels']:.0f}", f"{summary['us']:.0f}"] + [
+                f"{split[c][0]:.0f} ({split[c][1]:.0f})" if c in split else "" for c in classes])
+    return common.markdown_table(headers, table)
 
 
 def main(argv=None):
@@ -346,6 +418,8 @@ def main(argv=None):
     parser.add_argument("--parts", default="decoding,training,attention,memory")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, to check the script runs")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--profile_dir", default=None,
+                        help="also trace the kernels of the training steps and attention layers (a GPU) here")
     args = parser.parse_args(argv)
     import keras  # pylint: disable=import-outside-toplevel
 
@@ -362,9 +436,12 @@ def main(argv=None):
         train_step.SETTINGS["mixed"] = (8, 5, 9)
     decode_rows = (decoding_figures(args.decode_models.split(","), [int(b) for b in args.batches.split(",")],
                                     lengths, args.reps) if "decoding" in parts else [])
-    train_rows = (training_figures(args.shapes.split(","), args.settings.split(","), args.reps)
+    if args.profile_dir:
+        os.makedirs(args.profile_dir, exist_ok=True)
+    train_rows = (training_figures(args.shapes.split(","), args.settings.split(","), args.reps, args.profile_dir)
                   if "training" in parts else [])
-    attention_rows = (attention_timing(args.settings.split(","), args.reps) if "attention" in parts else [])
+    attention_rows = (attention_timing(args.settings.split(","), args.reps, profile_dir=args.profile_dir)
+                      if "attention" in parts else [])
     memory = (attention_memory(length=64 if args.quick else 2048) if "memory" in parts else None)
     text = report(args, device, decode_rows, train_rows, memory, time.time() - began, attention_rows)
     print(text)

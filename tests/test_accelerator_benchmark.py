@@ -52,3 +52,44 @@ def test_tiny_run_on_jax_decodes_exactly_and_reports_every_part(tmp_path):
     assert memory["length"] == 64 and memory["relative"] > 0 and memory["absolute"] > 0
     report = figures["report"]
     assert "| rel64 |     2 | beam 4 |" in report and "one attention layer, forward + backward" in report
+
+
+def _gpu_trace():
+    spec = importlib.util.spec_from_file_location("gpu_trace", os.path.join(_ROOT, "benchmarks", "gpu_trace.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_trace_summary_counts_stream_kernels_per_call_and_skips_derived_lines():
+    gpu_trace = _gpu_trace()
+
+    def kernel(tid, name, dur, **args):
+        return {"ph": "X", "pid": 1, "tid": tid, "name": name, "dur": dur, "args": args}
+
+    events = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:GPU:0"}},
+              {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "/host:CPU"}},
+              {"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "Stream #7(Compute)"}},
+              {"ph": "M", "name": "thread_name", "pid": 1, "tid": 8, "args": {"name": "XLA Ops"}},
+              kernel(7, "gemm_fusion_dot", 30.0), kernel(7, "gemm_fusion_dot", 10.0),
+              kernel(7, "input_reduce_fusion", 4.0), kernel(7, "loop_add_fusion", 6.0, hlo_op="fusion.3"),
+              kernel(8, "gemm_fusion_dot", 40.0),  # The derived line repeats the stream's kernels.
+              {"ph": "X", "pid": 2, "tid": 1, "name": "python", "dur": 900.0}]
+    summary = gpu_trace.summarise({"traceEvents": events}, calls=2)
+    assert summary["device"] and summary["kernels"] == 2.0 and summary["us"] == 25.0
+    assert summary["ops"] == {"gemm_fusion_dot": [20.0, 1.0], "fusion.3": [3.0, 0.5],
+                              "input_reduce_fusion": [2.0, 0.5]}
+    assert gpu_trace.by_class(summary) == {"matmul": [20.0, 1.0], "loop": [3.0, 0.5], "reduce": [2.0, 0.5]}
+    assert not gpu_trace.summarise({"traceEvents": events[1:2] + events[-1:]}, calls=1)["device"]
+
+
+def test_profile_table_says_when_a_trace_has_no_device_events():
+    accelerator = _module()
+    on_gpu = {"device": True, "kernels": 3, "us": 30.0, "ops": {"gemm_fusion_dot": [25.0, 2], "Memset": [5.0, 1]},
+              "lines": []}
+    on_cpu = {"device": False, "kernels": 0, "us": 0.0, "ops": {}, "lines": []}
+    table = accelerator.profile_table([("attention, long", {"relative": on_gpu, "absolute": on_cpu})])
+    row = next(line for line in table.splitlines() if "relative" in line)
+    assert [cell.strip() for cell in row.strip("|").split("|")] == [
+        "attention, long", "relative", "3", "30", "25 (2)", "", "", "", "5 (1)", ""]
+    assert "no device events in the trace" in table
