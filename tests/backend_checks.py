@@ -164,6 +164,29 @@ def jax_grad_of_jit_equals_jit_of_grad():
 
 
 @check
+def bucket_sums_end_fusion_on_jax():
+    """The bucket sums of the forward pass and of the key term's gradient reach XLA behind optimization
+    barriers (`fused.materialized`): fused into their consumers they were the slowest kernels of the layer on
+    an H100 (benchmarks/README.md, "On a GPU"). A GPU is not needed to see the barriers in the program."""
+    if BACKEND != "jax":
+        return
+    import jax  # pylint: disable=import-outside-toplevel
+
+    x = inputs()
+    layer = attention()
+    layer(x)
+    weights = [v.value for v in layer.trainable_variables]
+
+    def loss(values, t):
+        y, _ = layer.stateless_call(values, [], t)
+        return ops.sum(y ** 2)
+
+    forward = jax.jit(loss).lower(weights, x).as_text().count("optimization_barrier")
+    backward = jax.jit(jax.grad(loss)).lower(weights, x).as_text().count("optimization_barrier")
+    assert forward >= 3 and backward >= 2 * forward, (forward, backward)
+
+
+@check
 def cached_attention_steps_equal_the_full_causal_pass():
     length = 6
     x = inputs(length=length)

@@ -1,4 +1,5 @@
-"""`fused(fn)`: a function of keras.ops compiled by XLA on the TensorFlow backend, one memory pass per loop.
+"""XLA fusion, steered: `fused(fn)` compiles a function of keras.ops with XLA on the TensorFlow backend (one
+memory pass per loop); `materialized(x)` keeps a value out of its consumers' fusions on JAX.
 
 TensorFlow's graph kernels write every intermediate: a chain of elementwise ops and reductions over a large
 tensor (attention weights `[B, H, Tq, Tk]`, logits `[B, T, V]`) reads and writes it once per op. XLA fuses the
@@ -17,3 +18,21 @@ def fused(fn):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     return tf.function(fn, jit_compile=True, reduce_retracing=True)
+
+
+def materialized(x):
+    """`x`, computed by kernels of its own on the JAX backend; elsewhere `x` itself.
+
+    XLA's GPU fusion may pull a producer into each consumer that reads it: a row reduction pulled into a
+    concatenation or a transpose is then recomputed by every thread that needs one of its outputs, each
+    thread reducing a whole row alone (one thread in 33 busy, strided loads), and a gather pulled into two
+    consumers is done twice. On an H100 that made the bucket sums of relative attention (a `[B, H, Tq, R]`
+    result of `[B, H, Tq, Tk]` reductions) the two slowest kernels of the layer. `jax.lax.optimization_barrier`
+    stops fusion at `x`: its producers end in a kernel of their own and its consumers read it from memory.
+    The value is unchanged, so gradients and results are too.
+    """
+    if keras.backend.backend() != "jax":
+        return x
+    import jax  # pylint: disable=import-outside-toplevel
+
+    return jax.lax.optimization_barrier(x)
