@@ -7,8 +7,10 @@ reads the Perfetto JSON the profiler writes: every complete event ("ph": "X") on
 whose name starts with "/device:" or names a GPU) is a kernel or a copy the device ran. Events on the profiler's derived lines
 ("XLA Ops", "XLA Modules", "Steps", ...) repeat the kernels under other names and are left out; only the stream
 lines are counted. The summary gives, per call, the number of kernels, their total time, and the time and
-count per XLA operation (the event's `hlo_op` argument where the profiler records one, else its name), which
-`classify` sorts into matrix products, reductions, gathers, elementwise loops, copies and other.
+count per kernel name (XLA names a kernel after its fusion, e.g. `input_reduce_fusion_2`; the events' `hlo_op`
+argument is no help where XLA runs the program as CUDA graphs: it names the graph, `command_buffer_1`, for
+every kernel), which `classify` sorts into matrix products, gathers, copies, reductions, elementwise loops and
+other.
 
 On a host without a device (JAX on the CPU) the trace has no device process: the summary then says so
 (`kernels` 0, `device` False) rather than inventing figures.
@@ -25,7 +27,7 @@ _DERIVED_LINES = ("XLA Ops", "XLA Modules", "Steps", "Framework", "Source", "Tra
 
 
 def kernel_times(fn, args, calls, log_dir):
-    """{device, kernels, us, ops: {op: [us, count]}, lines} per call of `fn(*args)`, from a profiler trace."""
+    """{device, kernels, us, ops: {kernel name: [us, count]}, lines} per call of `fn(*args)`, from a trace."""
     import jax  # pylint: disable=import-outside-toplevel
 
     jax.block_until_ready(fn(*args))  # Compiled and warm before the trace starts.
@@ -60,8 +62,7 @@ def summarise(trace, calls):
         lines[line] += 1
         if line.startswith(_DERIVED_LINES):
             continue
-        args = event.get("args") or {}
-        op = args.get("hlo_op") or event.get("name", "?")
+        op = event.get("name", "?")  # XLA names its kernels after their fusions; cuBLAS's name the algorithm.
         ops[op][0] += float(event.get("dur", 0.0)) / calls
         ops[op][1] += 1
     kernels = sum(count for _, count in ops.values()) / calls
@@ -71,12 +72,13 @@ def summarise(trace, calls):
 
 
 def classify(op):
-    """A coarse class of an XLA operation or kernel name: matmul, reduce, gather, loop, copy or other."""
+    """A coarse class of a kernel by its name: matmul, gather, copy, reduce, loop or other (first match wins, so
+    `input_transpose_fusion` is a copy and `input_reduce_fusion` a reduction)."""
     name = op.lower()
     for cls, keys in (("matmul", ("gemm", "dot", "cublas", "xmma", "cutlass", "matmul")),
                       ("gather", ("gather", "scatter", "dynamic-slice", "dynamic_slice", "dynamic-update")),
+                      ("copy", ("copy", "transpose", "memcpy", "memset", "concatenate", "broadcast", "slice")),
                       ("reduce", ("reduce", "input_")),
-                      ("copy", ("copy", "transpose", "memcpy", "memset", "concatenate", "broadcast")),
                       ("loop", ("loop_", "fusion", "add", "multiply", "select", "convert"))):
         if any(key in name for key in keys):
             return cls

@@ -72,15 +72,18 @@ def test_trace_summary_counts_stream_kernels_per_call_and_skips_derived_lines():
               {"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "Stream #7(Compute)"}},
               {"ph": "M", "name": "thread_name", "pid": 1, "tid": 8, "args": {"name": "XLA Ops"}},
               kernel(7, "gemm_fusion_dot", 30.0), kernel(7, "gemm_fusion_dot", 10.0),
-              kernel(7, "input_reduce_fusion", 4.0), kernel(7, "loop_add_fusion", 6.0, hlo_op="fusion.3"),
+              kernel(7, "input_reduce_fusion", 4.0), kernel(7, "loop_add_fusion", 6.0, hlo_op="command_buffer_1"),
               kernel(8, "gemm_fusion_dot", 40.0),  # The derived line repeats the stream's kernels.
               {"ph": "X", "pid": 2, "tid": 1, "name": "python", "dur": 900.0}]
     summary = gpu_trace.summarise({"traceEvents": events}, calls=2)
     assert summary["device"] and summary["kernels"] == 2.0 and summary["us"] == 25.0
-    assert summary["ops"] == {"gemm_fusion_dot": [20.0, 1.0], "fusion.3": [3.0, 0.5],
+    assert summary["ops"] == {"gemm_fusion_dot": [20.0, 1.0], "loop_add_fusion": [3.0, 0.5],
                               "input_reduce_fusion": [2.0, 0.5]}
     assert gpu_trace.by_class(summary) == {"matmul": [20.0, 1.0], "loop": [3.0, 0.5], "reduce": [2.0, 0.5]}
     assert not gpu_trace.summarise({"traceEvents": events[1:2] + events[-1:]}, calls=1)["device"]
+    assert [gpu_trace.classify(name) for name in (
+        "sm90_xmma_gemm_f32f32", "input_transpose_fusion_1", "input_reduce_fusion_2", "input_concatenate_fusion",
+        "loop_select_fusion", "Memset 0")] == ["matmul", "copy", "reduce", "copy", "loop", "copy"]
 
 
 def test_profile_table_says_when_a_trace_has_no_device_events():
