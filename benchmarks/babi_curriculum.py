@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/babi_curriculum.py --data_dir ../shared/data/babi [--subset 10k]
         [--hparams_set universal_transformer_babi_rel] [--hparams act_type=basic] [--seed 1]
-        [--work_dir /work/runs/babi_curriculum] [--write]
+        [--work_dir /work/runs/babi_curriculum] [--stages N] [--write]
 
 Joint training from scratch leaves qa16, qa17 and qa19 at chance (`benchmarks/babi.py`); a model that learns qa17
 alone first, then sees all tasks with the hard ones repeated, and qa16 first with two lookups, learns all 20
@@ -88,7 +88,7 @@ def run(args):
     prefix = chain_name(args)
     names = [f"{prefix}_{k}_{stage[0]}" for k, stage in enumerate(STAGES)]
     results = [first_stage(args, steps[0], names[0])]
-    for k in range(1, len(STAGES)):
+    for k in range(1, args.stages or len(STAGES)):
         _, _, repeats, hops, _ = STAGES[k]
         previous = results[-1]
         results.append(babi_continue.run(argparse.Namespace(
@@ -112,7 +112,8 @@ def report(args, results, seconds):
     paper = babi.PAPER[args.subset]
     return "\n".join([
         f"## bAbI {args.subset} through a curriculum: `{args.hparams_set}`"
-        + (f" ({args.hparams})" if args.hparams else "") + f", seed {args.seed}", "",
+        + (f" ({args.hparams})" if args.hparams else "") + f", seed {args.seed}"
+        + (f", the first {len(results)} of {len(STAGES)} stages" if len(results) < len(STAGES) else ""), "",
         f"`{common.command_line()}` — {common.today()}, this invocation {seconds / 60:.0f} min (stages finished "
         "by earlier invocations are read back).  ", f"Machine: {common.machine_description()}.", "",
         "Each stage continues the one before (weights and Adam state); validation error (%) at its end, the test "
@@ -133,6 +134,8 @@ def parse_args(argv=None):
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--stage_steps", default="", help=f"{len(STAGES)} comma-separated step counts (default: "
                         + ",".join(str(s[1]) for s in STAGES) + ")")
+    parser.add_argument("--stages", type=int, default=0, help="run (and report) only the first N stages, e.g. "
+                        "what fits a session; rerunning with more goes on from there")
     parser.add_argument("--threads", type=int, default=1, help="TensorFlow threads per process (0: one per core)")
     parser.add_argument("--work_dir", default=os.path.join("benchmarks", "runs", "babi_curriculum"))
     parser.add_argument("--write", action="store_true", help="write the table into benchmarks/README.md")
@@ -141,6 +144,8 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    if not 0 <= args.stages <= len(STAGES):
+        raise SystemExit(f"error: --stages must be 1 to {len(STAGES)} (0: all), got {args.stages}")
     if babi.data_missing(args):
         return 0
     began = time.perf_counter()

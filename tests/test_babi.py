@@ -542,9 +542,16 @@ def test_the_curriculum_runs_its_stages_in_a_chain_and_resumes(tmp_path, monkeyp
             "--hparams", "hidden_size=16,filter_size=32,num_heads=2,num_rec_steps=2,batch_size=1024"]
     with pytest.raises(SystemExit, match="--stage_steps needs 3 numbers"):
         curriculum.main(argv[:-2] + ["--stage_steps", "2,1"])
-    assert curriculum.main(argv) == 0
+    with pytest.raises(SystemExit, match="--stages must be 1 to 3"):
+        curriculum.main(argv + ["--stages", "4"])
     prefix = "universal_transformer_babi_rel_hidden_size_16_filter_size_32_num_heads_2_num_rec_steps_2_batch_size_1024_s1"
     names = [f"{prefix}_{k}_{stage[0]}" for k, stage in enumerate(stages)]
+    # A chain cut short (what fits a session) runs and reports its first stages, and the full command goes on.
+    partial = curriculum.run(curriculum.parse_args(argv + ["--stages", "2"]))
+    assert [r["name"] for r in partial] == names[:2] and not os.path.exists(os.path.join(work, names[2]))
+    assert ", the first 2 of 3 stages" in curriculum.report(curriculum.parse_args(argv + ["--stages", "2"]),
+                                                             partial, 1.0).splitlines()[0]
+    assert curriculum.main(argv) == 0
     assert sorted(n for n in os.listdir(work) if os.path.isdir(os.path.join(work, n)) and n != "qa16_hops2") == sorted(names)
     results = []
     for name in names:
