@@ -4,9 +4,10 @@
 
 `kernel_times` runs `fn(*args)` `calls` times under `jax.profiler.trace(..., create_perfetto_trace=True)` and
 reads the Perfetto JSON the profiler writes: every complete event ("ph": "X") on a device process (a process
-whose name starts with "/device:" or names a GPU) is a kernel or a copy the device ran. Events on the profiler's derived lines
-("XLA Ops", "XLA Modules", "Steps", ...) repeat the kernels under other names and are left out; only the stream
-lines are counted. The summary gives, per call, the number of kernels, their total time, and the time and
+whose name starts with "/device:" or names a GPU) is a kernel or a copy the device ran. On an H100 with jax
+0.11.2 the device process held one line, the stream ("Stream #14(Compute,Memset)"); lines that summarise the
+stream ("XLA Ops", "XLA Modules", "Steps", ...), which TensorBoard's profile tools draw, would count its kernels
+twice and are left out. The summary gives, per call, the number of kernels, their total time, and the time and
 count per kernel name (XLA names a kernel after its fusion, e.g. `input_reduce_fusion_2`; the events' `hlo_op`
 argument is no help where XLA runs the program as CUDA graphs: it names the graph, `command_buffer_1`, for
 every kernel), which `classify` sorts into matrix products, gathers, copies, reductions, elementwise loops and
