@@ -90,6 +90,7 @@ def by_class(summary):
     """{class: [us, kernels]} per call."""
     out = collections.defaultdict(lambda: [0.0, 0.0])
     for op, (us, count) in summary["ops"].items():
-        out[classify(op)][0] += us
-        out[classify(op)][1] += count
+        totals = out[classify(op)]
+        totals[0] += us
+        totals[1] += count
     return dict(out)
