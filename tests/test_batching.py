@@ -125,6 +125,22 @@ def test_pad_to_bucket_boundary_gives_bucket_shapes(hparams):
         assert batch["inputs"].shape[0] * batch["inputs"].shape[1] <= BUDGET
 
 
+def test_pad_to_bucket_boundary_leaves_one_label_targets_alone():
+    """Class labels (one id per example, as bAbI's) stay `[rows, 1]` while the inputs get their bucket's
+    length: padded to it, they no longer fit a classifier's one prediction per example (XLA training failed)."""
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(3, 30, size=200)
+    inputs = tf.ragged.constant([rng.integers(2, 50, size=n).tolist() for n in lengths], tf.int32)
+    labels = tf.ragged.constant([[int(label)] for label in rng.integers(2, 9, size=200)], tf.int32)
+    examples = tf.data.Dataset.from_tensor_slices({"inputs": inputs, "targets": labels})
+    scheme = batching.batching_scheme(BUDGET, 32)
+    batches = _batches(batching.batch_examples(examples, BUDGET, 32, pad_to_bucket_boundary=True))
+    assert sum(len(b["targets"]) for b in batches) == 200
+    for batch in batches:
+        assert batch["targets"].shape == (len(batch["inputs"]), 1)
+        assert batch["inputs"].shape[1] in scheme.bucket_lengths()
+
+
 def test_seeded_training_batches_are_deterministic_and_shards_differ(hparams):
     def run(**kwargs):
         ds = pipeline.input_dataset("algorithmic_addition_decimal40", hparams, "train", shuffle_buffer=64,

@@ -97,6 +97,18 @@ def test_one_pass_loss_and_accuracy_match_the_separate_ones_and_ties_go_to_the_f
     assert float(losses.token_accuracy(tied, np.array([[1, 2]]))[0]) == 1.0  # argmax is 1, as np.argmax says.
 
 
+def test_logits_and_targets_of_different_positions_are_refused():
+    """One prediction `[B, 1, V]` against targets padded to `[B, T]` once broadcast into a loss whose gradient
+    did not fit the logits (an XLA error deep in the training step); now it is a ValueError naming both."""
+    logits = np.zeros((2, 1, 5), "float32")
+    with pytest.raises(ValueError, match=r"logits \(2, 1, 5\) do not fit targets \(2, 3\)"):
+        losses.cross_entropy_and_accuracy(logits, np.array([[3, 0, 0], [4, 0, 0]]), 0.1)
+    with pytest.raises(ValueError, match="do not fit"):
+        losses.smoothed_cross_entropy(logits, np.array([3, 4]), 0.1)
+    total, _, count = losses.cross_entropy_and_accuracy(logits, np.array([[3], [4]]), 0.0)
+    np.testing.assert_allclose([float(total), float(count)], [2 * math.log(5), 2.0], rtol=1e-6)
+
+
 def test_the_training_loss_neither_scatters_into_nor_argmaxes_the_logits():
     """Its gradient is written in one fused pass, not as a gather's scatter into a zero [B, T, V] tensor, and
     accuracy comes from the same pass (a graph-mode argmax over the logits cost as much as the loss)."""

@@ -114,7 +114,8 @@ def batch_examples(examples, batch_size, max_length, min_length=8, length_bucket
         length_bucket_step: Geometric growth of the boundaries.
         drop_long: Drop examples longer than `max_length` (training). Otherwise they are kept, one per batch.
         pad_to_bucket_boundary: Pad every batch to its bucket's longest length, so that the shapes come from a
-            small fixed set (one XLA compilation per bucket). All examples must then be <= max_length.
+            small fixed set (one XLA compilation per bucket). All examples must then be <= max_length. A feature
+            of one id per example is left `[rows, 1]`.
         shuffle_batches: Emit the batches completed by a chunk in random order (training), else by bucket.
         seed: Makes `shuffle_batches` deterministic (with the chunk's index), or None for random.
         chunk_size: Examples bucketed per pass.
@@ -122,7 +123,7 @@ def batch_examples(examples, batch_size, max_length, min_length=8, length_bucket
     Returns:
         A dataset of dicts of [rows, padded_length] tensors padded with PAD_ID; rows in a batch come from one
         bucket, in the order they arrived; all features of a batch share the padded length only with
-        `pad_to_bucket_boundary`.
+        `pad_to_bucket_boundary`, except those of one id per example (class labels), which stay `[rows, 1]`.
     """
     return batch_chunks(examples.ragged_batch(chunk_size), batch_size, max_length, min_length=min_length,
                         length_bucket_step=length_bucket_step, drop_long=drop_long,
@@ -228,12 +229,18 @@ class _Bucketer:
 
 
 def _padded(batch, scheme, pad_to_bucket_boundary):
-    """A batch of ragged rows -> dense `[rows, length]` PAD-padded tensors (the bucket's length if asked)."""
+    """A batch of ragged rows -> dense `[rows, length]` PAD-padded tensors (the bucket's length if asked).
+
+    A feature of one id per example (a class label) stays `[rows, 1]` even so: it has one shape already, and
+    a model that predicts one label per example gives one prediction to compare it with.
+    """
     bucket = batch["bucket"]
     dense = {name: rows.to_tensor(default_value=tf.constant(PAD_ID, rows.dtype))
              for name, rows in batch.items() if name != "bucket"}
     if pad_to_bucket_boundary:
         length = tf.gather(tf.constant(scheme.bucket_lengths() + (0,), tf.int32), bucket)
-        dense = {name: tf.pad(t, [[0, 0], [0, length - tf.shape(t)[1]]], constant_values=PAD_ID)
+        widths = {name: tf.shape(t)[1] for name, t in dense.items()}
+        dense = {name: tf.pad(t, [[0, 0], [0, tf.where(widths[name] > 1, length, widths[name]) - widths[name]]],
+                              constant_values=PAD_ID)
                  for name, t in dense.items()}
     return dense

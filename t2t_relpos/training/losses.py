@@ -51,8 +51,22 @@ def _softmax_minus_targets(logits, targets, lse, upstream, on_value, off_value):
     return upstream[..., None] * (ops.exp(logits - lse[..., None]) - q)
 
 
+def _check_shapes(logits, targets):
+    """ValueError unless `[..., V]` logits and `[...]` targets have the same positions (where shapes are known).
+
+    `take_along_axis` would broadcast a `[B, 1, V]` prediction against `[B, T]` targets, and the gradient,
+    shaped like the targets, would then not fit the logits.
+    """
+    positions, wanted = tuple(logits.shape[:-1]), tuple(targets.shape)
+    if len(positions) != len(wanted) or any(a is not None and b is not None and a != b
+                                            for a, b in zip(positions, wanted)):
+        raise ValueError(f"logits {tuple(logits.shape)} do not fit targets {wanted}: one row of logits per "
+                         "target position")
+
+
 def _statistics(logits, targets):
     """(float32 logits, int32 targets, their `_row_statistics`, which carry no gradient)."""
+    _check_shapes(logits, targets)
     logits, targets = ops.cast(logits, "float32"), ops.cast(targets, "int32")
     return logits, targets, [ops.stop_gradient(x) for x in _row_statistics(logits, targets)]
 
