@@ -434,6 +434,23 @@ def test_tiny_babi_run_through_the_clis(tmp_path):
     assert list(babi_benchmark.task_curve(run, types.SimpleNamespace(**{**vars(args), "train_steps": 3}))) == [3]
 
 
+@pytest.mark.parametrize("export_format, reason", [
+    ("saved_model", "no in-graph tokenizer"),
+    ("ctranslate2", "only the package's Transformer exports to CTranslate2"),
+])
+def test_an_export_the_model_cannot_have_is_refused_before_training(tmp_path, export_format, reason):
+    """`--export` is checked when the run starts: the refusal once came after the whole training run."""
+    data_dir = write_task_files(str(tmp_path / "babi"), stories=2)
+    run = tmp_path / "run"
+    refused = run_tool("t2t-relpos-trainer", "--problem=babi_qa_facts_all_tasks_1k",
+                       "--hparams_set=adaptive_universal_transformer_babi_rel", f"--data_dir={data_dir}",
+                       f"--output_dir={run}", "--train_steps=2", "--hparams=hidden_size=16,filter_size=32,num_heads=2",
+                       "--export", f"--export_format={export_format}", timeout=300)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert reason in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    assert "step " not in refused.stdout and not list(run.glob("ckpt-*"))
+
+
 def test_a_run_continued_on_other_tasks_keeps_its_frozen_layers_and_reports_both_ends(tmp_path):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     from test_quality_benchmarks import _load  # pylint: disable=import-outside-toplevel

@@ -141,10 +141,14 @@ def test_other_architectures_score_and_decode_the_same(kwargs, corpus, tmp_path)
 ], ids=["per_head_tables", "both_positions", "universal_transformer"])
 def test_unsupported_models_are_refused_in_one_line(make, reason, corpus, tmp_path):
     problem, data_dir, encoder, _ = corpus
+    model = make(encoder.vocab_size)
     with pytest.raises(ctranslate2_export.UnsupportedModelError, match=reason) as raised:
-        ctranslate2_export.export(make(encoder.vocab_size), problem, str(tmp_path / "ct2"), data_dir)
+        ctranslate2_export.export(model, problem, str(tmp_path / "ct2"), data_dir)
     assert "\n" not in str(raised.value)
     assert not (tmp_path / "ct2").exists()
+    # The trainer's check before training (`--export`) says the same, with no weights trained.
+    with pytest.raises(ctranslate2_export.UnsupportedModelError, match=reason):
+        ctranslate2_export.check_exportable(model, problem, data_dir)
 
 
 def test_trainer_and_export_tool_write_a_ctranslate2_model(tmp_path):

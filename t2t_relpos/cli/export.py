@@ -35,6 +35,20 @@ def define_flags():
     common.define_usr_dir_flag()
 
 
+def check_export(model, problem, data_dir, export_format):
+    """Raises a one-line `T2TRelposError` where `write_export` would refuse `model` or `problem`: called before
+    training, so that `--export` of a model that cannot be exported fails in seconds, not after the run."""
+    # pylint: disable=import-outside-toplevel
+    if export_format == "ctranslate2":
+        from t2t_relpos.decoding import ctranslate2_export
+
+        ctranslate2_export.check_exportable(model, problem, data_dir)
+    else:
+        from t2t_relpos.decoding import export
+
+        export.check_exportable(problem, data_dir)
+
+
 def write_export(model, problem, hparams, output_dir, step, data_dir, export_format, export_dir=None):
     """Exports `model` in `export_format` (see the module docstring); returns the directory written."""
     # pylint: disable=import-outside-toplevel

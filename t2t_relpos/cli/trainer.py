@@ -109,6 +109,8 @@ def train(strategy, hparams, problem, model_name):
         seed=FLAGS.seed, jit_compile=FLAGS.jit_compile, mixed_precision=mixed_precision,
         checkpoint_every=FLAGS.checkpoint_every, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
         eval_every=FLAGS.eval_every, eval_steps=FLAGS.eval_steps, log_every=FLAGS.log_every)
+    if FLAGS.export and trainer.is_chief:
+        export_cli.check_export(trainer.model, problem, FLAGS.data_dir, FLAGS.export_format)
     try:
         metrics = trainer.train(train_steps)
     except trainer_lib.TrainingInterrupted as e:

@@ -193,6 +193,22 @@ def vocabulary_tokens(encoder):
     raise UnsupportedModelError(f"cannot list the tokens of a {type(encoder).__name__} vocabulary")
 
 
+def check_exportable(model, problem, data_dir=None):
+    """Raises `UnsupportedModelError` (one line) unless `export` can write this model and problem's vocabulary.
+
+    Needs no trained weights: the trainer calls it before training when it is to export afterwards.
+
+    Returns:
+        (the problem's encoders, source tokens, target tokens).
+    """
+    check_supported(model)
+    encoders = problem.feature_encoders(data_dir)
+    source, target = vocabulary_tokens(encoders["inputs"]), vocabulary_tokens(encoders["targets"])
+    if source[:2] != [_PAD_TOKEN, _EOS_TOKEN] or target[:2] != [_PAD_TOKEN, _EOS_TOKEN]:
+        raise UnsupportedModelError(f"ids 0 and 1 must be {_PAD_TOKEN} and {_EOS_TOKEN}, got {source[:2]}")
+    return encoders, source, target
+
+
 def export(model, problem, export_dir, data_dir=None, max_positions=1024):
     """Writes `model` as a CTranslate2 model directory, with the problem's vocabulary beside it.
 
@@ -206,10 +222,7 @@ def export(model, problem, export_dir, data_dir=None, max_positions=1024):
     Returns:
         `export_dir`.
     """
-    encoders = problem.feature_encoders(data_dir)
-    source, target = vocabulary_tokens(encoders["inputs"]), vocabulary_tokens(encoders["targets"])
-    if source[:2] != [_PAD_TOKEN, _EOS_TOKEN] or target[:2] != [_PAD_TOKEN, _EOS_TOKEN]:
-        raise UnsupportedModelError(f"ids 0 and 1 must be {_PAD_TOKEN} and {_EOS_TOKEN}, got {source[:2]}")
+    encoders, source, target = check_exportable(model, problem, data_dir)
     spec = model_spec(model, max_positions)
     spec.register_source_vocabulary(source)
     spec.register_target_vocabulary(target)

@@ -64,6 +64,14 @@ class ServingModule(tf.Module):
         return {"outputs": outputs, "scores": tf.where(empty, 0.0, scores)}
 
 
+def check_exportable(problem, data_dir=None):
+    """Raises `T2TRelposError` (one line) unless the problem's text can be tokenized in the graph (the
+    SavedModel maps text to text); the trainer calls it before training when it is to export afterwards."""
+    encoders = problem.feature_encoders(data_dir)
+    encoders["inputs"].graph_tokenizer()
+    encoders["targets"].graph_tokenizer()
+
+
 def export(model, problem, export_dir, data_dir=None, **settings):
     """Writes the SavedModel of `ServingModule(model, problem, data_dir, **settings)` to `export_dir`."""
     module = ServingModule(model, problem, data_dir, **settings)
