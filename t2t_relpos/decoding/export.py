@@ -35,11 +35,9 @@ class ServingModule(tf.Module):
     def __init__(self, model, problem, data_dir=None, beam_size=4, alpha=0.6, extra_length=50,
                  max_input_length=1024):
         super().__init__(name="serving")
-        encoders = problem.feature_encoders(data_dir)
         search.ensure_built(model)  # Before `translate` is traced.
         self.model = model
-        self.input_tokenizer = encoders["inputs"].graph_tokenizer()
-        self.target_tokenizer = encoders["targets"].graph_tokenizer()
+        self.input_tokenizer, self.target_tokenizer = check_exportable(problem, data_dir)
         self.beam_size = beam_size
         self.alpha = alpha
         self.extra_length = extra_length
@@ -65,11 +63,10 @@ class ServingModule(tf.Module):
 
 
 def check_exportable(problem, data_dir=None):
-    """Raises `T2TRelposError` (one line) unless the problem's text can be tokenized in the graph (the
-    SavedModel maps text to text); the trainer calls it before training when it is to export afterwards."""
+    """The problem's in-graph (input, target) tokenizers, or `T2TRelposError` (one line) where it has none: the
+    SavedModel maps text to text. The trainer calls it before training when it is to export afterwards."""
     encoders = problem.feature_encoders(data_dir)
-    encoders["inputs"].graph_tokenizer()
-    encoders["targets"].graph_tokenizer()
+    return encoders["inputs"].graph_tokenizer(), encoders["targets"].graph_tokenizer()
 
 
 def export(model, problem, export_dir, data_dir=None, **settings):
