@@ -1,31 +1,39 @@
-"""bAbI joint training on an accelerator: the trainer's recipe in a JAX loop, for the paper's step counts.
+"""bAbI joint training on an accelerator: the trainer's recipe in a JAX loop, for the paper's step counts and seeds.
 
     # here (no accelerator needed): the problem's examples, encoded exactly as the trainer reads them
     .venv/bin/python benchmarks/babi_accelerator.py prepare --data_dir ../shared/data/babi --subset 1k \
         --out .babi_accelerator/babi_1k.npz
     # where there is a GPU (JAX backend; TensorFlow not needed)
     KERAS_BACKEND=jax python benchmarks/babi_accelerator.py train --data .babi_accelerator/babi_1k.npz \
-        --hparams_set adaptive_universal_transformer_babi_rel --hparams act_type=basic --train_steps 100000 \
-        --max_minutes 7 --out DIR [--resume DIR]
+        --hparams_set adaptive_universal_transformer_babi_rel --hparams act_type=basic --seeds 1,2,3,4 \
+        --train_steps 100000 --max_minutes 7 --out DIR [--resume DIR]
     # here again: the trained weights answered by the TensorFlow backend, per task
     .venv/bin/python benchmarks/babi_accelerator.py evaluate --data .babi_accelerator/babi_1k.npz --run DIR
+    .venv/bin/python benchmarks/babi_accelerator.py report --runs DIR[,DIR of its continuation] [--write]
 
-The Universal Transformer paper's bAbI runs took 100000 steps; the package's trainer does 2.7-4.4 steps per
-second on this machine's CPU (6-10 hours a seed). `train` takes the same model (the registry's, from the hparams
-set), loss (`losses.cross_entropy_and_accuracy` with the set's label smoothing, plus the ACT ponder loss),
-optimizer (Adam on the set's schedule) and data (the problem's encoded training split, every 10th story held
-out) as `t2t-relpos-trainer --problem=babi_qa_facts_all_tasks_<subset>`, compiled by `jax.jit`. What differs is
-the batching: XLA compiles one program per batch shape, so the examples go into five length buckets
-(`--buckets`, in facts) padded to the bucket's end, where the trainer has a bucket every 10% of length. Each
-bucket's batches hold as many examples as the trainer's batches of 16384 input ids hold at that bucket's
-mean length, so a step sees about as many questions as it does with the trainer.
+The Universal Transformer paper's bAbI runs took 100000 steps, and it reports the best of 10 seeds; the
+package's trainer does 2.7-4.4 steps per second on this machine's CPU (6-10 hours a seed). `train` takes the
+same model (the registry's, from the hparams set), loss (`losses.cross_entropy_and_accuracy` with the set's
+label smoothing, plus the ACT ponder loss), optimizer (Adam on the set's schedule) and data (the problem's
+encoded training split, every 10th story held out) as `t2t-relpos-trainer
+--problem=babi_qa_facts_all_tasks_<subset>`, compiled by `jax.jit`. What differs is the batching: XLA compiles
+one program per batch shape, so the examples go into five length buckets (`--buckets`, in facts) padded to the
+bucket's end, where the trainer has a bucket every 10% of length. Each bucket's batches hold as many examples
+as the trainer's batches of 16384 input ids hold at that bucket's mean length, so a step sees about as many
+questions as it does with the trainer.
 
-`train` stops at `--train_steps` or after `--max_minutes` of training, whichever comes first, then saves the
-weights and the optimizer's state (`weights.npz`, `optimizer.npz`, `state.json`; also every `--save_every`
-steps) and writes the validation and test error of every task (`results.json`). `--resume DIR` continues
-from a saved run. `evaluate` loads the saved weights into a model on the backend it runs on (TensorFlow here)
-and answers the validation and test questions again, as a check that the figures do not depend on the loop
-that trained them.
+`--seeds` trains one model per seed side by side: `jax.vmap` over their weights, Adam states and batches, so
+a step of several seeds launches the kernels of one (a model this small leaves a GPU mostly idle). Each seed
+has its own initial weights, dropout and data order, and trains as it would alone (the first seed exactly so;
+the others take their batches from the bucket the first one's stream is at). The seed with the lowest mean
+validation error is the run's result, as the paper chose among its seeds.
+
+`train` stops at `--train_steps` or after `--max_minutes` of training, whichever comes first, then saves each
+seed's weights and optimizer state (`seed<N>/weights.npz`, `seed<N>/optimizer.npz`, and `state.json`; also
+every `--save_every` steps) and writes every seed's validation and test error per task (`results.json`).
+`--resume DIR` continues from a saved run. `evaluate` loads a seed's saved weights into a model on the backend
+it runs on (TensorFlow here) and answers the validation and test questions again, as a check that the figures
+do not depend on the loop that trained them.
 """
 
 import argparse
@@ -123,23 +131,44 @@ class Data:
     def tasks(self, split):
         return self.arrays[f"{split}_tasks"]
 
-    def train_batches(self, seed, epoch):
-        """Batches of one or more passes over the training examples from pass `epoch` on, endlessly.
+    def train_batches(self, seeds, epoch):
+        """Batches from pass `epoch` on, endlessly: `(pass, bucket, [row indices for each of seeds])`.
 
-        The examples stream in a fresh random order every pass; each joins its bucket, which yields a batch when
-        it holds the bucket's rows (what tf.data's bucketing does with an endless stream).
+        The first seed's examples stream in a fresh random order every pass; each joins its bucket, which yields
+        a batch when it holds the bucket's rows (what tf.data's bucketing does with an endless stream). The
+        other seeds (trained beside it, `train --seeds`) take a batch of the same bucket at the same step, from
+        shuffled passes over that bucket of their own, so that every seed's step has the same shape.
         """
         bucket_of = self.bucket_of("train")
+        members = [np.flatnonzero(bucket_of == b) for b in range(len(self.buckets))]
+        others = [_BucketPasses(members, seed, epoch) for seed in seeds[1:]]
         pending = [[] for _ in self.buckets]
         while True:
-            order = np.random.default_rng([seed, epoch]).permutation(len(bucket_of))
+            order = np.random.default_rng([seeds[0], epoch]).permutation(len(bucket_of))
             for i in order:
                 b = int(bucket_of[i])
                 pending[b].append(i)
                 if len(pending[b]) == self.rows[b]:
-                    yield epoch, b, np.array(pending[b])
+                    yield epoch, b, [np.array(pending[b])] + [o.take(b, self.rows[b]) for o in others]
                     pending[b] = []
             epoch += 1
+
+
+class _BucketPasses:
+    """Each bucket's examples in a fresh random order per pass over the bucket, read `take` rows at a time."""
+
+    def __init__(self, members, seed, epoch):
+        self.members, self.seed, self.epoch = members, seed, epoch
+        self.passes = [0] * len(members)
+        self.queues = [np.empty(0, np.int64) for _ in members]
+
+    def take(self, bucket, rows):
+        while len(self.queues[bucket]) < rows:
+            rng = np.random.default_rng([self.seed, self.epoch, bucket, self.passes[bucket]])
+            self.queues[bucket] = np.concatenate([self.queues[bucket], rng.permutation(self.members[bucket])])
+            self.passes[bucket] += 1
+        taken, self.queues[bucket] = self.queues[bucket][:rows], self.queues[bucket][rows:]
+        return taken
 
 
 # -- the model ---------------------------------------------------------------------------------------------
@@ -175,11 +204,14 @@ def load_variables(path, variables):
             v.assign(f[v.path])
 
 
-def answer(model, data, split, predict):
-    """Error (%) per task and overall, and mean ponder time, of `predict(inputs) -> (labels, ponder)` on `split`."""
+def answer(data, split, predict, models=1):
+    """Per model: error (%) per task and overall, and mean ponder time, on `split`.
+
+    `predict(inputs)` gives `(labels [models, rows], ponder times [models, rows] or None)`.
+    """
     bucket_of, tasks, labels = data.bucket_of(split), data.tasks(split), data.arrays[f"{split}_labels"]
-    predicted = np.zeros(len(labels), np.int64)
-    ponder = np.full(len(labels), np.nan)
+    predicted = np.zeros((models, len(labels)), np.int64)
+    ponder = np.full((models, len(labels)), np.nan)
     for b in range(len(data.buckets)):
         members = np.flatnonzero(bucket_of == b)
         rows = data.rows[b]
@@ -187,15 +219,18 @@ def answer(model, data, split, predict):
             chunk = members[start:start + rows]
             padded = np.concatenate([chunk, np.repeat(chunk[:1], rows - len(chunk))])  # Fixed shapes.
             out, ponder_time = predict(data.inputs(split, padded, b))
-            predicted[chunk] = np.asarray(out)[:len(chunk)]
+            predicted[:, chunk] = np.asarray(out)[:, :len(chunk)]
             if ponder_time is not None:
-                ponder[chunk] = np.asarray(ponder_time)[:len(chunk)]
-    wrong = predicted != labels
-    per_task = {f"qa{t}": round(100.0 * float(wrong[tasks == t].mean()), 2) for t in sorted(set(tasks.tolist()))}
-    return {"tasks": per_task, "mean": round(float(np.mean(list(per_task.values()))), 2),
-            "failed": sum(e > FAILED_ERROR for e in per_task.values()),
-            "overall": round(100.0 * float(wrong.mean()), 2),
-            "ponder_time": None if np.isnan(ponder).all() else round(float(np.nanmean(ponder)), 3)}
+                ponder[:, chunk] = np.asarray(ponder_time)[:, :len(chunk)]
+    results = []
+    for m in range(models):
+        wrong = predicted[m] != labels
+        per_task = {f"qa{t}": round(100.0 * float(wrong[tasks == t].mean()), 2) for t in sorted(set(tasks.tolist()))}
+        results.append({"tasks": per_task, "mean": round(float(np.mean(list(per_task.values()))), 2),
+                        "failed": sum(e > FAILED_ERROR for e in per_task.values()),
+                        "overall": round(100.0 * float(wrong.mean()), 2),
+                        "ponder_time": None if np.isnan(ponder[m]).all() else round(float(np.nanmean(ponder[m])), 3)})
+    return results
 
 
 def _predictions(details):
@@ -211,15 +246,26 @@ def _predictions(details):
 
 
 # -- train (JAX) -------------------------------------------------------------------------------------------
+def seed_dir(run, seed):
+    """Where a run keeps one seed's weights and Adam state."""
+    return os.path.join(run, f"seed{seed}")
+
+
 def train(args):
+    """Trains one model per seed side by side: `jax.vmap` over their parameters and batches, so that a step
+    of N seeds launches the kernels of one (on a GPU the model is too small to fill, about as fast)."""
     import jax  # pylint: disable=import-outside-toplevel
     import keras  # pylint: disable=import-outside-toplevel
 
     from t2t_relpos.training import losses, schedules  # pylint: disable=import-outside-toplevel
 
     began = time.perf_counter()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    if len(set(seeds)) != len(seeds):
+        raise SystemExit(f"error: --seeds {args.seeds} names a seed twice")
     data = Data(args.data, args.buckets, args.batch_ids)
-    model, hparams = make_model(data, args.hparams_set, args.hparams, args.seed)
+    models = [make_model(data, args.hparams_set, args.hparams, seed) for seed in seeds]
+    (model, hparams), models = models[0], [m for m, _ in models]
     optimizer = keras.optimizers.Adam(
         learning_rate=schedules.from_hparams(hparams), beta_1=hparams.optimizer_adam_beta1,
         beta_2=hparams.optimizer_adam_beta2, epsilon=hparams.optimizer_adam_epsilon,
@@ -227,18 +273,24 @@ def train(args):
     optimizer.build(model.trainable_variables)
     os.makedirs(args.out, exist_ok=True)
     state_file = os.path.join(args.out, "state.json")
-    log = []
-    step, epoch, minutes_before = 0, 0, 0.0
+    log, step, epoch, minutes_before = [], 0, 0, 0.0
+    # Every seed's values in the variables' order of the first model, whose names the saved files use.
+    values = [([v.value for v in m.trainable_variables], [v.value for v in m.non_trainable_variables],
+               [v.value for v in optimizer.variables]) for m in models]
     if args.resume:
-        load_variables(os.path.join(args.resume, "weights.npz"), model.variables)
-        load_variables(os.path.join(args.resume, "optimizer.npz"), optimizer.variables)
         with open(os.path.join(args.resume, "state.json"), encoding="utf-8") as f:
             resumed = json.load(f)
+        if resumed.get("seeds") != seeds:
+            raise SystemExit(f"error: {args.resume} trained seeds {resumed.get('seeds')}, not {seeds}")
         step, epoch, log = resumed["step"], resumed["epoch"] + 1, resumed["log"]
         minutes_before = resumed["training_minutes"]
-        if int(optimizer.iterations.numpy() if hasattr(optimizer.iterations, "numpy") else
-               np.asarray(optimizer.iterations.value)) != step:
-            raise SystemExit(f"error: {args.resume}: optimizer at another step than state.json's {step}")
+        for i, seed in enumerate(seeds):
+            load_variables(os.path.join(seed_dir(args.resume, seed), "weights.npz"), model.variables)
+            load_variables(os.path.join(seed_dir(args.resume, seed), "optimizer.npz"), optimizer.variables)
+            if int(np.asarray(optimizer.iterations.value)) != step:
+                raise SystemExit(f"error: {args.resume}: seed {seed}'s Adam is at another step than {step}")
+            values[i] = ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
+                         [v.value for v in optimizer.variables])
 
     def loss_fn(trainable, non_trainable, inputs, targets):
         details, non_trainable = model.stateless_call(trainable, non_trainable, {"inputs": inputs},
@@ -258,33 +310,39 @@ def train(args):
         trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
         return (trainable, non_trainable, optimizer_vars), (loss, accuracy)
 
-    train_step = jax.jit(step_fn, donate_argnums=0)
+    train_step = jax.jit(jax.vmap(step_fn), donate_argnums=0)
 
-    @jax.jit
     def predict_fn(trainable, non_trainable, inputs):
         details, _ = model.stateless_call(trainable, non_trainable, {"inputs": inputs}, training=False,
                                           return_details=True)
         return _predictions(details)
 
-    state = ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
-             [v.value for v in optimizer.variables])
+    predict_all = jax.jit(jax.vmap(predict_fn, in_axes=(0, 0, None)))
+
+    def stacked(per_seed):
+        return [jax.numpy.stack(values) for values in zip(*per_seed)]
+
+    state = tuple(stacked([each[part] for each in values]) for part in range(3))
 
     def save(state, epoch):
-        save_variables(os.path.join(args.out, "weights.npz"), model.trainable_variables + model.non_trainable_variables,
-                       list(state[0]) + list(state[1]))
-        save_variables(os.path.join(args.out, "optimizer.npz"), optimizer.variables, state[2])
+        for i, seed in enumerate(seeds):
+            os.makedirs(seed_dir(args.out, seed), exist_ok=True)
+            save_variables(os.path.join(seed_dir(args.out, seed), "weights.npz"),
+                           model.trainable_variables + model.non_trainable_variables,
+                           [x[i] for x in list(state[0]) + list(state[1])])
+            save_variables(os.path.join(seed_dir(args.out, seed), "optimizer.npz"), optimizer.variables,
+                           [x[i] for x in state[2]])
         with open(state_file + ".tmp", "w", encoding="utf-8") as f:
             json.dump({"step": step, "epoch": epoch, "log": log, "training_minutes": minutes(),
-                       "hparams_set": args.hparams_set,
-                       "hparams": args.hparams, "seed": args.seed, "buckets": data.buckets, "rows": data.rows,
-                       "problem": data.problem}, f)
+                       "hparams_set": args.hparams_set, "hparams": args.hparams, "seeds": seeds,
+                       "buckets": data.buckets, "rows": data.rows, "problem": data.problem}, f)
         os.replace(state_file + ".tmp", state_file)
 
     def evaluate(state, split):
-        return answer(model, data, split, lambda inputs: predict_fn(state[0], state[1], inputs))
+        return answer(data, split, lambda inputs: predict_all(state[0], state[1], inputs), models=len(seeds))
 
-    print(f"{jax.devices()[0]}: {data.problem}, buckets {data.buckets} positions, rows {data.rows}; "
-          f"from step {step}", flush=True)
+    print(f"{jax.devices()[0]}: {data.problem}, seeds {seeds}, buckets {data.buckets} positions, rows "
+          f"{data.rows}; from step {step}", flush=True)
     train_began = time.perf_counter()
 
     def minutes():
@@ -292,20 +350,23 @@ def train(args):
         return round(minutes_before + (time.perf_counter() - train_began) / 60, 2)
 
     window = []
-    batches = data.train_batches(args.seed, epoch)
+    batches = data.train_batches(seeds, epoch)
     while step < args.train_steps:
         epoch, b, indices = next(batches)
-        state, stats = train_step(state, data.inputs("train", indices, b), data.labels("train", indices))
+        inputs = np.stack([data.inputs("train", rows, b) for rows in indices])
+        targets = np.stack([data.labels("train", rows) for rows in indices])
+        state, stats = train_step(state, inputs, targets)
         window.append(stats)
         step += 1
         out_of_time = time.perf_counter() - train_began > 60 * args.max_minutes
         if step % args.log_every == 0 or step == args.train_steps or out_of_time:
-            loss, accuracy = (float(np.mean([np.asarray(s[k]) for s in window])) for k in (0, 1))
+            # Per seed: mean training loss and accuracy over the steps since the last line.
+            loss, accuracy = (np.mean([np.asarray(s[k]) for s in window], axis=0) for k in (0, 1))
             window = []
-            row = {"step": step, "loss": round(loss, 4), "accuracy": round(accuracy, 4),
-                   "minutes": minutes()}
+            row = {"step": step, "loss": [round(float(x), 4) for x in loss],
+                   "accuracy": [round(float(x), 4) for x in accuracy], "minutes": minutes()}
             if step % args.eval_every == 0:
-                row["eval_error"] = evaluate(state, "eval")["mean"]
+                row["eval_error"] = [r["mean"] for r in evaluate(state, "eval")]
             log.append(row)
             print(json.dumps(row), flush=True)
         if step % args.save_every == 0:
@@ -314,17 +375,25 @@ def train(args):
             break
     save(state, epoch)
     device = jax.devices()[0]
+    per_seed = {str(seed): {"eval": e, "test": t}
+                for seed, e, t in zip(seeds, evaluate(state, "eval"), evaluate(state, "test"))}
+    # As the paper chose among its seeds: the lowest mean validation error.
+    best = min(per_seed, key=lambda seed: per_seed[seed]["eval"]["mean"])
     results = {"step": step, "training_minutes": minutes(),
                "device": f"{device} ({getattr(device, 'device_kind', device.platform)})",
                "jax": jax.__version__, "keras": keras.__version__, "hparams_set": args.hparams_set,
-               "hparams": args.hparams, "seed": args.seed, "problem": data.problem, "buckets": data.buckets,
-               "rows": data.rows, "eval": evaluate(state, "eval"), "test": evaluate(state, "test"),
+               "hparams": args.hparams, "seeds": per_seed, "best_seed": int(best), "seed": int(best),
+               "problem": data.problem, "buckets": data.buckets, "rows": data.rows,
+               "eval": per_seed[best]["eval"], "test": per_seed[best]["test"],
                "minutes_in_all": round((time.perf_counter() - began) / 60, 2)}
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1)
-    print(json.dumps({k: results[k] for k in ("step", "training_minutes", "minutes_in_all")}))
+    print(json.dumps({k: results[k] for k in ("step", "training_minutes", "minutes_in_all", "best_seed")}))
+    for seed, result in per_seed.items():
+        print(f"seed {seed}: validation {result['eval']['mean']}%, test {result['test']['mean']}% "
+              f"({result['test']['failed']} failed)")
     for split in ("eval", "test"):
-        print(split, json.dumps(results[split]))
+        print(f"best seed {best}, {split}", json.dumps(results[split]))
 
 
 # -- evaluate (any backend) --------------------------------------------------------------------------------
@@ -333,30 +402,54 @@ def evaluate_saved(args):
 
     with open(os.path.join(args.run, "state.json"), encoding="utf-8") as f:
         state = json.load(f)
+    seed = args.seed if args.seed is not None else _best_seed(args.run, state)
+    weights = os.path.join(seed_dir(args.run, seed), "weights.npz")
+    if not os.path.exists(weights):  # A run of one seed, saved before `--seeds`.
+        weights = os.path.join(args.run, "weights.npz")
     data = Data(args.data, ",".join(map(str, state["buckets"])), args.batch_ids)
     data.rows = state["rows"]
-    model, _ = make_model(data, state["hparams_set"], state["hparams"], state["seed"])
-    load_variables(os.path.join(args.run, "weights.npz"), model.trainable_variables + model.non_trainable_variables)
+    model, _ = make_model(data, state["hparams_set"], state["hparams"], seed)
+    load_variables(weights, model.trainable_variables + model.non_trainable_variables)
 
     def predict(inputs):
-        return tuple(None if x is None else keras.ops.convert_to_numpy(x) for x in
+        return tuple(None if x is None else keras.ops.convert_to_numpy(x)[None] for x in
                      _predictions(model({"inputs": inputs}, training=False, return_details=True)))
 
-    results = {"backend": keras.backend.backend(), "step": state["step"],
-               "eval": answer(model, data, "eval", predict), "test": answer(model, data, "test", predict)}
+    results = {"backend": keras.backend.backend(), "step": state["step"], "seed": seed,
+               "eval": answer(data, "eval", predict)[0], "test": answer(data, "test", predict)[0]}
     print(json.dumps(results))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1)
 
 
+def _best_seed(run, state):
+    """The seed `train` chose by validation error (results.json), else the run's only one."""
+    results = os.path.join(run, "results.json")
+    if os.path.exists(results):
+        with open(results, encoding="utf-8") as f:
+            return int(json.load(f)["seed"])
+    return int(state["seeds"][0] if "seeds" in state else state["seed"])
+
+
 # -- report ----------------------------------------------------------------------------------------------
 def _read_run(directory):
+    """A run's results.json, with its log's rows reduced to the chosen seed (runs before `--seeds` had one)."""
     with open(os.path.join(directory, "results.json"), encoding="utf-8") as f:
         results = json.load(f)
     with open(os.path.join(directory, "state.json"), encoding="utf-8") as f:
-        results["log"] = json.load(f)["log"]
+        state = json.load(f)
+    seeds = state.get("seeds", [state.get("seed")])
+    results.setdefault("seeds", {str(results["seed"]): {"eval": results["eval"], "test": results["test"]}})
+    chosen = seeds.index(results["seed"])
+    results["log"] = [{k: (v[chosen] if isinstance(v, list) else v) for k, v in row.items()} for row in state["log"]]
     return results
+
+
+def _spread(run):
+    means = sorted(result["test"]["mean"] for result in run["seeds"].values())
+    median = float(np.median(means))
+    return f"{median:.2f}" if len(means) == 1 else f"{median:.2f} ({means[0]:.2f}-{means[-1]:.2f})"
 
 
 def report(args):
@@ -375,6 +468,8 @@ def report(args):
              ["failed (> 5%)"] + [str(r["test"]["failed"]) for r in runs],
              ["validation mean error"] + [f"{r['eval']['mean']:.2f}" for r in runs],
              ["mean ponder time (test)"] + [f"{r['test']['ponder_time']:.2f}" for r in runs],
+             ["seeds trained (chosen on validation)"] + [f"{len(r['seeds'])} (seed {r['seed']})" for r in runs],
+             ["test mean error over the seeds, median (min-max)"] + [_spread(r) for r in runs],
              ["training minutes (compiles included)"] + [f"{r['training_minutes']:.1f}" for r in runs]]
     curve = [row for row in last["log"] if "eval_error" in row] + [
         {"step": last["step"], "eval_error": last["eval"]["mean"], "accuracy": last["log"][-1]["accuracy"]}]
@@ -382,24 +477,30 @@ def report(args):
     if args.checked:
         with open(args.checked, encoding="utf-8") as f:
             other = json.load(f)
-        if other["step"] != last["step"]:
-            raise SystemExit(f"error: --checked answered step {other['step']}, the last run is at {last['step']}")
+        if other["step"] != last["step"] or other.get("seed", last["seed"]) != last["seed"]:
+            raise SystemExit(f"error: --checked answered step {other['step']} of seed {other.get('seed')}, the last "
+                             f"run's chosen seed {last['seed']} is at step {last['step']}")
         same = all(other[split]["tasks"] == last[split]["tasks"] for split in ("eval", "test"))
+        verdict = ("every validation and test question as the JAX loop did" if same else
+                   "differently: " + json.dumps(other["test"]))
         checked = (f"The weights of step {last['step']} loaded into the model on the {other['backend']} backend "
-                   f"(`evaluate`) answer {'every validation and test question as the JAX loop did' if same else 'differently: ' + json.dumps(other['test'])}.")
+                   f"(`evaluate`) answer {verdict}.")
     paper = babi.PAPER[subset]
     text = "\n".join([
         f"## {args.title}", "",
         f"`{common.command_line()}` — {common.today()}; the runs were trained by `babi_accelerator.py train` on "
         f"{last['device']} (jax {last['jax']}, Keras {last['keras']}): `{last['hparams_set']}`"
-        f"{' (' + last['hparams'] + ')' if last['hparams'] else ''}, seed {last['seed']}, `{last['problem']}`, "
-        f"buckets ending at {last['buckets']} positions with {last['rows']} questions per batch.", "",
-        f"Test error (%) per task of joint training on all 20 tasks, after each run:", "",
+        f"{' (' + last['hparams'] + ')' if last['hparams'] else ''}, seeds {', '.join(last['seeds'])}, "
+        f"`{last['problem']}`, buckets ending at {last['buckets']} positions with {last['rows']} questions per "
+        "batch.", "",
+        "Test error (%) per task of joint training on all 20 tasks after each run, of the seed with the lowest "
+        "mean validation error (as the paper chose among its seeds):", "",
         common.markdown_table(headers, rows), "",
-        "Validation error (%) and training accuracy of the last run by step:", "",
-        common.markdown_table(["step"] + [str(r["step"]) for r in curve],
-                              [["validation mean error"] + [f"{r['eval_error']:.2f}" for r in curve],
-                               ["training accuracy (mean of the log window)"] + [f"{r['accuracy']:.3f}" for r in curve]]),
+        "Validation error (%) and training accuracy of the last run's chosen seed by step:", "",
+        common.markdown_table(
+            ["step"] + [str(r["step"]) for r in curve],
+            [["validation mean error"] + [f"{r['eval_error']:.2f}" for r in curve],
+             ["training accuracy (mean of the log window)"] + [f"{r['accuracy']:.3f}" for r in curve]]),
         "", checked, "",
         f"The paper (Table 1, {subset} joint, best of 10 seeds): " + "; ".join(
             f"{name} {error} ({failed} failed)" for name, (error, failed) in paper.items()) + "."])
@@ -422,7 +523,7 @@ def main(argv=None):
         if name == "train":
             p.add_argument("--hparams_set", default="adaptive_universal_transformer_babi_rel")
             p.add_argument("--hparams", default="")
-            p.add_argument("--seed", type=int, default=1)
+            p.add_argument("--seeds", default="1", help="comma-separated: one model per seed, trained side by side")
             p.add_argument("--buckets", default=DEFAULT_BUCKETS)
             p.add_argument("--train_steps", type=int, default=100000)
             p.add_argument("--max_minutes", type=float, default=float("inf"))
@@ -433,6 +534,7 @@ def main(argv=None):
             p.add_argument("--resume", default=None, help="a run directory to continue")
         else:
             p.add_argument("--run", required=True, help="a directory `train` wrote")
+            p.add_argument("--seed", type=int, default=None, help="default: the seed with the best validation error")
             p.add_argument("--json", default=None)
     p = commands.add_parser("report")
     p.add_argument("--runs", required=True, help="comma-separated run directories, a run before its continuations")

@@ -1,5 +1,6 @@
-"""benchmarks/babi_accelerator.py: the prepared splits, its length buckets, and a tiny run trained on JAX whose
-answers the TensorFlow backend reproduces from the saved weights."""
+"""benchmarks/babi_accelerator.py: the prepared splits, its length buckets and batch streams, and tiny runs of
+two seeds trained side by side on JAX: each seed as if trained alone, its answers reproduced by the TensorFlow
+backend from the saved weights, the run resumed."""
 
 import importlib.util
 import json
@@ -55,14 +56,22 @@ def test_prepared_splits_are_the_problems_encoded_examples_in_buckets(prepared):
 def test_the_training_stream_shows_every_example_once_per_pass(prepared):
     data = babi_accelerator.Data(prepared[1], "5,9", batch_ids=400)
     count = len(data.tasks("train"))
-    seen, bucket_of = [], data.bucket_of("train")
-    for epoch, b, indices in data.train_batches(seed=3, epoch=0):
+    bucket_of = data.bucket_of("train")
+    seen, beside = [], {0: [], 1: []}
+    for epoch, b, (indices, other) in data.train_batches(seeds=[3, 4], epoch=0):
         if epoch > 0:
             break
-        assert len(indices) == data.rows[b] and (bucket_of[indices] == b).all()
+        # Both seeds' batches at a step come from one bucket, so that the step has one shape.
+        assert len(indices) == len(other) == data.rows[b]
+        assert (bucket_of[indices] == b).all() and (bucket_of[other] == b).all()
         seen.extend(indices.tolist())
+        beside[b].extend(other.tolist())
     # Within a pass no example comes twice; at most a bucket's last partial batch waits for the next pass.
     assert len(seen) == len(set(seen)) and count - len(seen) < sum(data.rows)
+    # The second seed reads each bucket in passes of its own: no example twice before the bucket is used up.
+    for b, taken in beside.items():
+        size = int((bucket_of == b).sum())
+        assert len(set(taken[:size])) == min(len(taken), size) and taken != seen[:len(taken)]
 
 
 def test_a_longer_example_than_the_buckets_is_refused(prepared):
@@ -70,11 +79,12 @@ def test_a_longer_example_than_the_buckets_is_refused(prepared):
         babi_accelerator.Data(prepared[1], "3,5", batch_ids=400)
 
 
-def test_a_tiny_run_trained_on_jax_is_answered_alike_by_tensorflow_and_resumes(prepared, tmp_path, capsys):
+def test_seeds_trained_side_by_side_are_each_trained_alone_and_answered_alike_by_tensorflow(prepared, tmp_path,
+                                                                                            capsys):
     pytest.importorskip("jax")
     path = prepared[1]
     tiny = "hidden_size=16,filter_size=32,num_heads=2,act_max_steps=2,max_relative_position=2"
-    run, more = str(tmp_path / "run"), str(tmp_path / "more")
+    both, alone, more = str(tmp_path / "both"), str(tmp_path / "alone"), str(tmp_path / "more")
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
 
     def train(*extra):
@@ -83,32 +93,49 @@ def test_a_tiny_run_trained_on_jax_is_answered_alike_by_tensorflow_and_resumes(p
                               cwd=_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
         assert proc.returncode == 0, proc.stderr[-3000:]
 
-    train("--train_steps", "4", "--out", run)
-    with open(os.path.join(run, "results.json"), encoding="utf-8") as f:
-        trained = json.load(f)
+    def read(run, name):
+        with open(os.path.join(run, name), encoding="utf-8") as f:
+            return json.load(f)
+
+    train("--seeds", "1,2", "--train_steps", "4", "--out", both)
+    train("--seeds", "1", "--train_steps", "4", "--out", alone)
+    trained = read(both, "results.json")
     assert trained["step"] == 4 and trained["device"].lower().startswith("cpu")
+    assert set(trained["seeds"]) == {"1", "2"} and trained["seed"] in (1, 2)
+    assert trained["test"] == trained["seeds"][str(trained["seed"])]["test"]  # The seed chosen on validation.
     assert set(trained["test"]["tasks"]) == {f"qa{t}" for t in range(1, 21)}
     assert trained["test"]["ponder_time"] >= 1.0  # ACT: at least one step per fact.
+    # Seed 1 beside seed 2 is seed 1 alone: the same batches, initial weights and dropout, the same weights.
+    with np.load(os.path.join(both, "seed1", "weights.npz")) as a, np.load(
+            os.path.join(alone, "seed1", "weights.npz")) as b, np.load(os.path.join(both, "seed2", "weights.npz")) as c:
+        assert sorted(a.files) == sorted(b.files)
+        assert max(float(np.abs(a[k] - b[k]).max()) for k in a.files) < 1e-5
+        assert max(float(np.abs(a[k] - c[k]).max()) for k in a.files) > 1e-2
 
+    # The seed not chosen, loaded on the TensorFlow backend: the same answers as the JAX loop's.
+    other = 3 - trained["seed"]
     answered = str(tmp_path / "tf.json")
-    proc = subprocess.run([sys.executable, _PATH, "evaluate", "--data", path, "--run", run, "--json", answered],
-                          cwd=_ROOT, env=dict(os.environ, KERAS_BACKEND="tensorflow"), capture_output=True,
-                          text=True, timeout=600, check=False)
+    proc = subprocess.run([sys.executable, _PATH, "evaluate", "--data", path, "--run", both, "--seed", str(other),
+                           "--json", answered], cwd=_ROOT, env=dict(os.environ, KERAS_BACKEND="tensorflow"),
+                          capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    with open(answered, encoding="utf-8") as f:
-        again = json.load(f)
-    assert again["backend"] == "tensorflow"
-    assert again["eval"]["tasks"] == trained["eval"]["tasks"] and again["test"]["tasks"] == trained["test"]["tasks"]
+    again = read(tmp_path, "tf.json")
+    assert again["backend"] == "tensorflow" and again["seed"] == other
+    expected = trained["seeds"][str(other)]
+    assert (again["eval"], again["test"]) == (expected["eval"], expected["test"])
 
-    train("--train_steps", "6", "--resume", run, "--out", more)
-    with open(os.path.join(more, "state.json"), encoding="utf-8") as f:
-        state = json.load(f)
+    train("--seeds", "1,2", "--train_steps", "6", "--resume", both, "--out", more)
+    state = read(more, "state.json")
     assert state["step"] == 6 and [row["step"] for row in state["log"]] == [2, 4, 6]
+    assert all(len(row["loss"]) == 2 for row in state["log"])
 
-    babi_accelerator.main(["report", "--runs", f"{run},{more}"])
+    babi_accelerator.main(["report", "--runs", f"{both},{more}"])
     columns = capsys.readouterr().out.split("\n| task ", 1)[1].split("\n", 1)[0]
     assert [c.strip() for c in columns.split("|")[1:3]] == ["step 4", "step 6"]
-    babi_accelerator.main(["report", "--runs", run, "--checked", answered])
+    with pytest.raises(SystemExit, match=f"answered step 4 of seed {other}, the last run's chosen seed"):
+        babi_accelerator.main(["report", "--runs", both, "--checked", answered])
+    checked = tmp_path / "chosen.json"
+    checked.write_text(json.dumps({"backend": "tensorflow", "step": 4, "seed": trained["seed"],
+                                   "eval": trained["eval"], "test": trained["test"]}))
+    babi_accelerator.main(["report", "--runs", both, "--checked", str(checked)])
     assert "(`evaluate`) answer every validation and test question as the JAX loop did" in capsys.readouterr().out
-    with pytest.raises(SystemExit, match="answered step 4, the last run is at 6"):
-        babi_accelerator.main(["report", "--runs", f"{run},{more}", "--checked", answered])
