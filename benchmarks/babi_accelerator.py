@@ -40,6 +40,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -54,27 +55,43 @@ FAILED_ERROR = 5.0  # The paper's "failed task": more than 5% error.
 # -- prepare (any backend) -------------------------------------------------------------------------------
 def prepare(args):
     """Writes the problem's encoded splits: ids (int16, concatenated), offsets, labels, tasks, vocab sizes."""
-    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+    import babi  # pylint: disable=import-outside-toplevel
+
+    if babi.data_missing(args):
+        return
+    # As benchmarks/babi.py reads the data: a 10k training file missing from the shared copy is the 1k one
+    # (linked from a temporary folder while the files are read).
+    with tempfile.TemporaryDirectory() as links:
+        args.work_dir = links
+        data_dir, stand_ins = babi.complete_data_dir(args)
+        arrays, name = _encoded_splits(args.subset, data_dir)
+    np.savez_compressed(args.out, **arrays)
+    sizes = {split: len(arrays[f"{split}_labels"]) for split in SPLITS}
+    print(f"{args.out}: {name}, examples {sizes}, vocabularies {arrays['vocab_sizes'].tolist()}"
+          + (f"; 1k training files stand in for tasks {stand_ins}" if stand_ins else ""))
+
+
+def _encoded_splits(subset, data_dir):
+    from t2t_relpos import errors, registry  # pylint: disable=import-outside-toplevel
     import t2t_relpos.problems  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
 
-    problem = registry.problem(f"babi_qa_facts_all_tasks_{args.subset}")
+    problem = registry.problem(f"babi_qa_facts_all_tasks_{subset}")
     arrays = {}
     for split in SPLITS:
-        inputs, labels = problem.encoded(split, args.data_dir)
-        tasks = [int(group[2:]) for group in problem.example_groups(split, args.data_dir)]
+        try:
+            inputs, labels = problem.encoded(split, data_dir)
+        except errors.T2TRelposError as error:
+            raise SystemExit(f"error: {error}") from None
+        tasks = [int(group[2:]) for group in problem.example_groups(split, data_dir)]
         lengths = np.array([len(ids) for ids in inputs], np.int64)
         arrays[f"{split}_ids"] = np.concatenate([np.asarray(ids, np.int16) for ids in inputs])
         arrays[f"{split}_offsets"] = np.concatenate([[0], np.cumsum(lengths)])
         arrays[f"{split}_labels"] = np.array([ids[0] for ids in labels], np.int32)
         arrays[f"{split}_tasks"] = np.array(tasks, np.int32)
-    input_vocab, target_vocab = problem.vocab_sizes(args.data_dir)
-    arrays["vocab_sizes"] = np.array([input_vocab, target_vocab], np.int64)
-    arrays["fact_width"] = np.array(problem.model_arguments(args.data_dir)["fact_width"], np.int64)
+    arrays["vocab_sizes"] = np.array(problem.vocab_sizes(data_dir), np.int64)
+    arrays["fact_width"] = np.array(problem.model_arguments(data_dir)["fact_width"], np.int64)
     arrays["problem"] = np.array(problem.name)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    np.savez_compressed(args.out, **arrays)
-    sizes = {split: len(arrays[f"{split}_labels"]) for split in SPLITS}
-    print(f"{args.out}: {problem.name}, examples {sizes}, vocabularies {input_vocab} / {target_vocab}")
+    return arrays, problem.name
 
 
 class Data:
@@ -543,11 +560,10 @@ def main(argv=None):
     p.add_argument("--section", default="babi_accelerator")
     p.add_argument("--write", action="store_true", help="put the section into benchmarks/README.md")
     args = parser.parse_args(argv)
-    for path in [getattr(args, "data", None), getattr(args, "data_dir", None)]:
-        if path and not os.path.exists(path):
-            raise SystemExit(f"error: {path} does not exist" + (
-                " (bAbI v1.2: see ../shared/data/README)" if path == getattr(args, "data_dir", None) else
-                " (write it with `prepare`)"))
+    if getattr(args, "data", None) and not os.path.exists(args.data):
+        raise SystemExit(f"error: {args.data} does not exist (write it with `prepare`)")
+    if args.command == "prepare":
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     if args.command == "train":
         os.environ.setdefault("KERAS_BACKEND", "jax")
     {"prepare": prepare, "train": train, "evaluate": evaluate_saved, "report": report}[args.command](args)
