@@ -18,9 +18,11 @@ label smoothing, plus the ACT ponder loss), optimizer (Adam on the set's schedul
 encoded training split, every 10th story held out) as `t2t-relpos-trainer
 --problem=babi_qa_facts_all_tasks_<subset>`, compiled by `jax.jit`. What differs is the batching: XLA compiles
 one program per batch shape, so the examples go into five length buckets (`--buckets`, in facts) padded to the
-bucket's end, where the trainer has a bucket every 10% of length. Each bucket's batches hold as many examples
-as the trainer's batches of 16384 input ids hold at that bucket's mean length, so a step sees about as many
-questions as it does with the trainer.
+bucket's end, where the trainer has a bucket every 10% of length (`min_length_bucket` and `length_bucket_step`
+are not read). Each bucket's batches hold as many examples as the trainer's batches of `batch_size` input ids
+hold at that bucket's mean length, so a step sees about as many questions as it does with the trainer; a
+training pass shows each task's questions `task_repeats` times and leaves out those longer than `max_length`,
+as the trainer's does.
 
 `--seeds` trains one model per seed side by side: `jax.vmap` over their weights, Adam states and batches, so
 a step of several seeds launches the kernels of one (a model this small leaves a GPU mostly idle). Each seed
@@ -97,7 +99,7 @@ def _encoded_splits(subset, data_dir):
 class Data:
     """The prepared splits, padded into length buckets of fixed shapes."""
 
-    def __init__(self, path, buckets, batch_ids):
+    def __init__(self, path, buckets):
         with np.load(path) as f:
             self.arrays = {name: f[name] for name in f.files}
         self.problem = str(self.arrays["problem"])
@@ -108,14 +110,29 @@ class Data:
         longest = max(self.positions(split).max() for split in SPLITS)
         if longest > self.buckets[-1]:
             raise SystemExit(f"error: --buckets ends at {self.buckets[-1]} positions, the data has {longest}")
-        train = self.positions("train")
-        bucket_of = self.bucket_of("train")
-        # Rows per batch: as many as the trainer's batches of `batch_ids` ids hold at the bucket's mean length
-        # (its buckets are 10% apart, so a batch is padded by about 5%).
-        self.rows = []
-        for b in range(len(self.buckets)):
-            lengths = train[bucket_of == b] * self.fact_width
-            self.rows.append(max(1, int(batch_ids // (1.05 * lengths.mean()))) if len(lengths) else 1)
+        self.plan_training(batch_size=None)
+
+    def plan_training(self, batch_size, max_length=0, repeats=None):
+        """Sets `train_pass` and `rows` as the hparams set's trainer would have them.
+
+        Args:
+            batch_size: input ids per batch (None: `rows` stays unset, e.g. to be read from a saved run).
+            max_length: longest training example in ids (0 or less: no limit).
+            repeats: {task: times} a training pass shows a task's questions (the problem's `task_repeats`).
+        """
+        # One training pass: each question `repeats` times, those longer than max_length left out.
+        ids = np.diff(self.arrays["train_offsets"])
+        times = np.array([(repeats or {}).get(int(t), 1) for t in self.tasks("train")])
+        kept = times if max_length <= 0 else times * (ids <= max_length)
+        self.train_pass = np.repeat(np.arange(len(ids)), kept)
+        self.rows = None
+        if batch_size:
+            # Rows per batch: as many as the trainer's batches of `batch_size` ids hold at the bucket's mean
+            # length (its buckets are 10% apart, so a batch is padded by about 5%).
+            bucket_of = self.bucket_of("train")[self.train_pass]
+            lengths = self.positions("train")[self.train_pass] * self.fact_width
+            self.rows = [max(1, int(batch_size // (1.05 * lengths[bucket_of == b].mean())))
+                         if (bucket_of == b).any() else 1 for b in range(len(self.buckets))]
 
     def positions(self, split):
         """Positions each example's ids make (`FactEmbedding`'s chunks, the EOS chunk included)."""
@@ -157,11 +174,11 @@ class Data:
         shuffled passes over that bucket of their own, so that every seed's step has the same shape.
         """
         bucket_of = self.bucket_of("train")
-        members = [np.flatnonzero(bucket_of == b) for b in range(len(self.buckets))]
+        members = [self.train_pass[bucket_of[self.train_pass] == b] for b in range(len(self.buckets))]
         others = [_BucketPasses(members, seed, epoch) for seed in seeds[1:]]
         pending = [[] for _ in self.buckets]
         while True:
-            order = np.random.default_rng([seeds[0], epoch]).permutation(len(bucket_of))
+            order = self.train_pass[np.random.default_rng([seeds[0], epoch]).permutation(len(self.train_pass))]
             for i in order:
                 b = int(bucket_of[i])
                 pending[b].append(i)
@@ -189,17 +206,37 @@ class _BucketPasses:
 
 
 # -- the model ---------------------------------------------------------------------------------------------
-def make_model(data, hparams_set, overrides, seed):
+def read_hparams(hparams_set, overrides):
+    """The set with its overrides; a bad name or value is one `error:` line."""
+    from t2t_relpos import errors, registry  # pylint: disable=import-outside-toplevel
+
+    try:
+        return registry.hparams(hparams_set).parse(overrides)
+    except errors.T2TRelposError as error:
+        raise SystemExit(f"error: {error}") from None
+
+
+def task_repeats(data, hparams):
+    """{task: times} of the hparams' `task_repeats`, checked as the trainer's problem checks them."""
+    from t2t_relpos import errors, registry  # pylint: disable=import-outside-toplevel
+    import t2t_relpos.problems  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+
+    try:
+        return registry.problem(data.problem).task_repeats(hparams.get("task_repeats"))
+    except errors.T2TRelposError as error:
+        raise SystemExit(f"error: {error}") from None
+
+
+def make_model(data, hparams, seed):
     import keras  # pylint: disable=import-outside-toplevel
 
     from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
 
-    hparams = registry.hparams(hparams_set).parse(overrides)
     keras.utils.set_random_seed(seed)
     model = registry.model(hparams.model).from_hparams(hparams, data.input_vocab, data.target_vocab,
                                                        fact_width=data.fact_width)
     model.build()
-    return model, hparams
+    return model
 
 
 def save_variables(path, variables, values=None):
@@ -280,9 +317,11 @@ def train(args):
     seeds = [int(s) for s in args.seeds.split(",")]
     if len(set(seeds)) != len(seeds):
         raise SystemExit(f"error: --seeds {args.seeds} names a seed twice")
-    data = Data(args.data, args.buckets, args.batch_ids)
-    models = [make_model(data, args.hparams_set, args.hparams, seed) for seed in seeds]
-    (model, hparams), models = models[0], [m for m, _ in models]
+    hparams = read_hparams(args.hparams_set, args.hparams)
+    data = Data(args.data, args.buckets)
+    data.plan_training(hparams.batch_size, hparams.max_length, task_repeats(data, hparams))
+    models = [make_model(data, hparams, seed) for seed in seeds]
+    model = models[0]
     optimizer = keras.optimizers.Adam(
         learning_rate=schedules.from_hparams(hparams), beta_1=hparams.optimizer_adam_beta1,
         beta_2=hparams.optimizer_adam_beta2, epsilon=hparams.optimizer_adam_epsilon,
@@ -423,9 +462,9 @@ def evaluate_saved(args):
     weights = os.path.join(seed_dir(args.run, seed), "weights.npz")
     if not os.path.exists(weights):  # A run of one seed, saved before `--seeds`.
         weights = os.path.join(args.run, "weights.npz")
-    data = Data(args.data, ",".join(map(str, state["buckets"])), args.batch_ids)
+    data = Data(args.data, ",".join(map(str, state["buckets"])))
     data.rows = state["rows"]
-    model, _ = make_model(data, state["hparams_set"], state["hparams"], seed)
+    model = make_model(data, read_hparams(state["hparams_set"], state["hparams"]), seed)
     load_variables(weights, model.trainable_variables + model.non_trainable_variables)
 
     def predict(inputs):
@@ -536,7 +575,6 @@ def main(argv=None):
     for name in ("train", "evaluate"):
         p = commands.add_parser(name)
         p.add_argument("--data", required=True, help="the file `prepare` wrote")
-        p.add_argument("--batch_ids", type=int, default=16384, help="the hparams set's batch_size")
         if name == "train":
             p.add_argument("--hparams_set", default="adaptive_universal_transformer_babi_rel")
             p.add_argument("--hparams", default="")

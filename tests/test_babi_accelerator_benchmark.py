@@ -33,7 +33,8 @@ def prepared(tmp_path_factory):
 def test_prepared_splits_are_the_problems_encoded_examples_in_buckets(prepared):
     data_dir, path = prepared
     problem = registry.problem("babi_qa_facts_all_tasks_1k")
-    data = babi_accelerator.Data(path, "5,9", batch_ids=400)
+    data = babi_accelerator.Data(path, "5,9")
+    data.plan_training(batch_size=400)
     assert (data.input_vocab, data.target_vocab) == problem.vocab_sizes(data_dir)
     for split in babi_accelerator.SPLITS:
         inputs, labels = problem.encoded(split, data_dir)
@@ -54,7 +55,8 @@ def test_prepared_splits_are_the_problems_encoded_examples_in_buckets(prepared):
 
 
 def test_the_training_stream_shows_every_example_once_per_pass(prepared):
-    data = babi_accelerator.Data(prepared[1], "5,9", batch_ids=400)
+    data = babi_accelerator.Data(prepared[1], "5,9")
+    data.plan_training(batch_size=400)
     count = len(data.tasks("train"))
     bucket_of = data.bucket_of("train")
     seen, beside = [], {0: [], 1: []}
@@ -74,22 +76,42 @@ def test_the_training_stream_shows_every_example_once_per_pass(prepared):
         assert len(set(taken[:size])) == min(len(taken), size) and taken != seen[:len(taken)]
 
 
+def test_a_training_pass_repeats_tasks_and_leaves_out_long_questions_as_the_trainers_does(prepared):
+    data_dir, path = prepared
+    data = babi_accelerator.Data(path, "5,9")
+    hparams = registry.hparams("adaptive_universal_transformer_babi_rel").parse("task_repeats=[1:0,2:3]")
+    repeats = babi_accelerator.task_repeats(data, hparams)
+    data.plan_training(batch_size=400, max_length=6 * data.fact_width, repeats=repeats)
+    tasks, ids = data.tasks("train"), np.diff(data.arrays["train_offsets"])
+    counts = np.bincount(data.train_pass, minlength=len(tasks))
+    assert (counts == np.where(ids > 6 * data.fact_width, 0, np.where(tasks == 1, 0, np.where(tasks == 2, 3, 1)))).all()
+    assert counts.sum() > 0 and data.rows[1] > 0
+    # The same pass as the trainer's problem makes from those repeats (before its length filter).
+    problem = registry.problem("babi_qa_facts_all_tasks_1k")
+    assert repeats == problem.task_repeats(["1:0", "2:3"])
+    data.plan_training(batch_size=400, repeats=repeats)
+    assert len(data.train_pass) == sum(repeats.get(int(t), 1) for t in tasks)
+    with pytest.raises(SystemExit, match="error: task_repeats item"):
+        babi_accelerator.task_repeats(data, registry.hparams("adaptive_universal_transformer_babi_rel").parse(
+            "task_repeats=[21:2]"))
+
+
 def test_a_longer_example_than_the_buckets_is_refused(prepared):
     with pytest.raises(SystemExit, match="--buckets ends at 5 positions"):
-        babi_accelerator.Data(prepared[1], "3,5", batch_ids=400)
+        babi_accelerator.Data(prepared[1], "3,5")
 
 
 def test_seeds_trained_side_by_side_are_each_trained_alone_and_answered_alike_by_tensorflow(prepared, tmp_path,
                                                                                             capsys):
     pytest.importorskip("jax")
     path = prepared[1]
-    tiny = "hidden_size=16,filter_size=32,num_heads=2,act_max_steps=2,max_relative_position=2"
+    tiny = "hidden_size=16,filter_size=32,num_heads=2,act_max_steps=2,max_relative_position=2,batch_size=400"
     both, alone, more = str(tmp_path / "both"), str(tmp_path / "alone"), str(tmp_path / "more")
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
 
     def train(*extra):
         proc = subprocess.run([sys.executable, _PATH, "train", "--data", path, "--hparams", tiny, "--buckets", "9",
-                               "--batch_ids", "400", "--log_every", "2", "--eval_every", "4", *extra],
+                               "--log_every", "2", "--eval_every", "4", *extra],
                               cwd=_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
         assert proc.returncode == 0, proc.stderr[-3000:]
 
