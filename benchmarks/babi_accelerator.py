@@ -307,7 +307,7 @@ def seed_dir(run, seed):
 
 def train(args):
     """Trains one model per seed side by side: `jax.vmap` over their parameters and batches, so that a step
-    of N seeds launches the kernels of one (on a GPU the model is too small to fill, about as fast)."""
+    of N seeds launches the kernels of one (a model this small leaves a GPU mostly idle between launches)."""
     import jax  # pylint: disable=import-outside-toplevel
     import keras  # pylint: disable=import-outside-toplevel
 
@@ -318,6 +318,8 @@ def train(args):
     if len(set(seeds)) != len(seeds):
         raise SystemExit(f"error: --seeds {args.seeds} names a seed twice")
     hparams = read_hparams(args.hparams_set, args.hparams)
+    if hparams.optimizer != "adam":
+        raise SystemExit(f"error: optimizer={hparams.optimizer}: this loop trains with the sets' Adam only")
     data = Data(args.data, args.buckets)
     data.plan_training(hparams.batch_size, hparams.max_length, task_repeats(data, hparams))
     models = [make_model(data, hparams, seed) for seed in seeds]
