@@ -1,6 +1,6 @@
-"""benchmarks/babi_accelerator.py: the prepared splits, its length buckets and batch streams, and tiny runs of
-two seeds trained side by side on JAX: each seed as if trained alone, its answers reproduced by the TensorFlow
-backend from the saved weights, the run resumed."""
+"""benchmarks/babi_accelerator.py: the prepared splits, its length buckets and batch streams, and a tiny run of
+two seeds trained side by side on JAX whose answers the TensorFlow backend reproduces from the saved weights;
+marked slow (`make test-all`): a seed beside another trains as it does alone, and a run resumes."""
 
 import importlib.util
 import json
@@ -101,38 +101,43 @@ def test_a_longer_example_than_the_buckets_is_refused(prepared):
         babi_accelerator.Data(prepared[1], "3,5")
 
 
-def test_seeds_trained_side_by_side_are_each_trained_alone_and_answered_alike_by_tensorflow(prepared, tmp_path,
-                                                                                            capsys):
+_TINY = "hidden_size=16,filter_size=32,num_heads=2,act_max_steps=2,max_relative_position=2,batch_size=400"
+
+
+def _train(path, *extra):
+    """`babi_accelerator.py train` on the JAX backend (CPU), a tiny model, one bucket."""
+    proc = subprocess.run([sys.executable, _PATH, "train", "--data", path, "--hparams", _TINY, "--buckets", "9",
+                           "--log_every", "2", "--eval_every", "4", *extra], cwd=_ROOT,
+                          env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"), capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def _read(run, name):
+    with open(os.path.join(run, name), encoding="utf-8") as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def two_seeds(prepared, tmp_path_factory):
+    """A tiny run of seeds 1 and 2 side by side, 4 steps."""
     pytest.importorskip("jax")
-    path = prepared[1]
-    tiny = "hidden_size=16,filter_size=32,num_heads=2,act_max_steps=2,max_relative_position=2,batch_size=400"
-    both, alone, more = str(tmp_path / "both"), str(tmp_path / "alone"), str(tmp_path / "more")
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
+    run = str(tmp_path_factory.mktemp("runs") / "both")
+    _train(prepared[1], "--seeds", "1,2", "--train_steps", "4", "--out", run)
+    return run
 
-    def train(*extra):
-        proc = subprocess.run([sys.executable, _PATH, "train", "--data", path, "--hparams", tiny, "--buckets", "9",
-                               "--log_every", "2", "--eval_every", "4", *extra],
-                              cwd=_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
-        assert proc.returncode == 0, proc.stderr[-3000:]
 
-    def read(run, name):
-        with open(os.path.join(run, name), encoding="utf-8") as f:
-            return json.load(f)
-
-    train("--seeds", "1,2", "--train_steps", "4", "--out", both)
-    train("--seeds", "1", "--train_steps", "4", "--out", alone)
-    trained = read(both, "results.json")
+def test_two_seeds_trained_side_by_side_are_answered_alike_by_tensorflow(prepared, two_seeds, tmp_path, capsys):
+    path, both = prepared[1], two_seeds
+    trained = _read(both, "results.json")
     assert trained["step"] == 4 and trained["device"].lower().startswith("cpu")
     assert set(trained["seeds"]) == {"1", "2"} and trained["seed"] in (1, 2)
     assert trained["test"] == trained["seeds"][str(trained["seed"])]["test"]  # The seed chosen on validation.
     assert set(trained["test"]["tasks"]) == {f"qa{t}" for t in range(1, 21)}
     assert trained["test"]["ponder_time"] >= 1.0  # ACT: at least one step per fact.
-    # Seed 1 beside seed 2 is seed 1 alone: the same batches, initial weights and dropout, the same weights.
     with np.load(os.path.join(both, "seed1", "weights.npz")) as a, np.load(
-            os.path.join(alone, "seed1", "weights.npz")) as b, np.load(os.path.join(both, "seed2", "weights.npz")) as c:
-        assert sorted(a.files) == sorted(b.files)
-        assert max(float(np.abs(a[k] - b[k]).max()) for k in a.files) < 1e-5
-        assert max(float(np.abs(a[k] - c[k]).max()) for k in a.files) > 1e-2
+            os.path.join(both, "seed2", "weights.npz")) as b:
+        assert sorted(a.files) == sorted(b.files) and max(float(np.abs(a[k] - b[k]).max()) for k in a.files) > 1e-2
 
     # The seed not chosen, loaded on the TensorFlow backend: the same answers as the JAX loop's.
     other = 3 - trained["seed"]
@@ -141,19 +146,11 @@ def test_seeds_trained_side_by_side_are_each_trained_alone_and_answered_alike_by
                            "--json", answered], cwd=_ROOT, env=dict(os.environ, KERAS_BACKEND="tensorflow"),
                           capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    again = read(tmp_path, "tf.json")
+    again = _read(tmp_path, "tf.json")
     assert again["backend"] == "tensorflow" and again["seed"] == other
     expected = trained["seeds"][str(other)]
     assert (again["eval"], again["test"]) == (expected["eval"], expected["test"])
 
-    train("--seeds", "1,2", "--train_steps", "6", "--resume", both, "--out", more)
-    state = read(more, "state.json")
-    assert state["step"] == 6 and [row["step"] for row in state["log"]] == [2, 4, 6]
-    assert all(len(row["loss"]) == 2 for row in state["log"])
-
-    babi_accelerator.main(["report", "--runs", f"{both},{more}"])
-    columns = capsys.readouterr().out.split("\n| task ", 1)[1].split("\n", 1)[0]
-    assert [c.strip() for c in columns.split("|")[1:3]] == ["step 4", "step 6"]
     with pytest.raises(SystemExit, match=f"answered step 4 of seed {other}, the last run's chosen seed"):
         babi_accelerator.main(["report", "--runs", both, "--checked", answered])
     checked = tmp_path / "chosen.json"
@@ -161,3 +158,23 @@ def test_seeds_trained_side_by_side_are_each_trained_alone_and_answered_alike_by
                                    "eval": trained["eval"], "test": trained["test"]}))
     babi_accelerator.main(["report", "--runs", both, "--checked", str(checked)])
     assert "(`evaluate`) answer every validation and test question as the JAX loop did" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_seed_beside_another_trains_as_alone_and_a_run_resumes(prepared, two_seeds, tmp_path, capsys):
+    path, both = prepared[1], two_seeds
+    alone, more = str(tmp_path / "alone"), str(tmp_path / "more")
+    _train(path, "--seeds", "1", "--train_steps", "4", "--out", alone)
+    # Seed 1 beside seed 2 is seed 1 alone: the same batches, initial weights and dropout, the same weights.
+    with np.load(os.path.join(both, "seed1", "weights.npz")) as a, np.load(
+            os.path.join(alone, "seed1", "weights.npz")) as b:
+        assert sorted(a.files) == sorted(b.files)
+        assert max(float(np.abs(a[k] - b[k]).max()) for k in a.files) < 1e-5
+
+    _train(path, "--seeds", "1,2", "--train_steps", "6", "--resume", both, "--out", more)
+    state = _read(more, "state.json")
+    assert state["step"] == 6 and [row["step"] for row in state["log"]] == [2, 4, 6]
+    assert all(len(row["loss"]) == 2 for row in state["log"])
+    babi_accelerator.main(["report", "--runs", f"{both},{more}"])
+    columns = capsys.readouterr().out.split("\n| task ", 1)[1].split("\n", 1)[0]
+    assert [c.strip() for c in columns.split("|")[1:3]] == ["step 4", "step 6"]
