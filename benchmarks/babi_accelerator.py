@@ -424,7 +424,9 @@ def train(args):
             row = {"step": step, "loss": [round(float(x), 4) for x in loss],
                    "accuracy": [round(float(x), 4) for x in accuracy], "minutes": minutes()}
             if step % args.eval_every == 0:
-                row["eval_error"] = [r["mean"] for r in evaluate(state, "eval")]
+                answered = evaluate(state, "eval")
+                row["eval_error"] = [r["mean"] for r in answered]
+                row["eval_tasks"] = [r["tasks"] for r in answered]  # Per seed: when each task is learned.
             log.append(row)
             print(json.dumps(row), flush=True)
         if step % args.save_every == 0:

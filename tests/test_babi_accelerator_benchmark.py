@@ -135,6 +135,9 @@ def test_two_seeds_trained_side_by_side_are_answered_alike_by_tensorflow(prepare
     assert trained["test"] == trained["seeds"][str(trained["seed"])]["test"]  # The seed chosen on validation.
     assert set(trained["test"]["tasks"]) == {f"qa{t}" for t in range(1, 21)}
     assert trained["test"]["ponder_time"] >= 1.0  # ACT: at least one step per fact.
+    (evaluated,) = [row for row in _read(both, "state.json")["log"] if "eval_error" in row]
+    assert [tasks["qa1"] for tasks in evaluated["eval_tasks"]] == [trained["seeds"][s]["eval"]["tasks"]["qa1"]
+                                                                   for s in ("1", "2")]
     with np.load(os.path.join(both, "seed1", "weights.npz")) as a, np.load(
             os.path.join(both, "seed2", "weights.npz")) as b:
         assert sorted(a.files) == sorted(b.files) and max(float(np.abs(a[k] - b[k]).max()) for k in a.files) > 1e-2
