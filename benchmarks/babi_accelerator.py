@@ -532,7 +532,11 @@ def report(args):
              ["test mean error over the seeds, median (min-max)"] + [_spread(r) for r in runs],
              ["training minutes (compiles included)"] + [f"{r['training_minutes']:.1f}" for r in runs]]
     curve = [row for row in last["log"] if "eval_error" in row] + [
-        {"step": last["step"], "eval_error": last["eval"]["mean"], "accuracy": last["log"][-1]["accuracy"]}]
+        {"step": last["step"], "eval_error": last["eval"]["mean"], "accuracy": last["log"][-1]["accuracy"],
+         "eval_tasks": last["eval"]["tasks"]}]
+    # When each task is learned: its validation error at each evaluation (runs of 4510680 kept the mean only).
+    task_curve = [["step"] + [str(r["step"]) for r in curve if "eval_tasks" in r]]
+    task_curve += [[t] + [f"{r['eval_tasks'][t]:.1f}" for r in curve if "eval_tasks" in r] for t in tasks]
     checked = ""
     if args.checked:
         with open(args.checked, encoding="utf-8") as f:
@@ -561,6 +565,8 @@ def report(args):
             ["step"] + [str(r["step"]) for r in curve],
             [["validation mean error"] + [f"{r['eval_error']:.2f}" for r in curve],
              ["training accuracy (mean of the log window)"] + [f"{r['accuracy']:.3f}" for r in curve]]),
+        *(["", "Validation error (%) per task of the last run's chosen seed by step:", "",
+           common.markdown_table(task_curve[0], task_curve[1:])] if len(task_curve[0]) > 2 else []),
         "", checked, "",
         f"The paper (Table 1, {subset} joint, best of 10 seeds): " + "; ".join(
             f"{name} {error} ({failed} failed)" for name, (error, failed) in paper.items()) + "."])

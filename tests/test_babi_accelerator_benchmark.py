@@ -160,7 +160,12 @@ def test_two_seeds_trained_side_by_side_are_answered_alike_by_tensorflow(prepare
     checked.write_text(json.dumps({"backend": "tensorflow", "step": 4, "seed": trained["seed"],
                                    "eval": trained["eval"], "test": trained["test"]}))
     babi_accelerator.main(["report", "--runs", both, "--checked", str(checked)])
-    assert "(`evaluate`) answer every validation and test question as the JAX loop did" in capsys.readouterr().out
+    report = capsys.readouterr().out
+    assert "(`evaluate`) answer every validation and test question as the JAX loop did" in report
+    # Per task by step: the in-loop evaluation at step 4 and the final one (the same weights).
+    per_task = report.split("Validation error (%) per task", 1)[1]
+    qa1 = f"{trained['eval']['tasks']['qa1']:.1f}"
+    assert [c.strip() for c in per_task.split("\n| qa1 ", 1)[1].split("\n", 1)[0].split("|")[1:3]] == [qa1, qa1]
 
 
 @pytest.mark.slow
