@@ -169,6 +169,12 @@ def ponder_plot(run_dir, args, log, threads):
     return path
 
 
+def paper_line(subset):
+    """One sentence: the paper's Table 1 row for `subset` (mean error and failed tasks of each model)."""
+    return (f"The paper ({subset} joint, best of 10 seeds): "
+            + "; ".join(f"{model} {mean} ({failed} failed)" for model, (mean, failed) in PAPER[subset].items()) + ".")
+
+
 def data_missing(args):
     """True, after saying where the files go, when `args.data_dir` has no folder for `args.subset`."""
     first = os.path.join(args.data_dir, "en" if args.subset == "1k" else "en-10k")

@@ -332,9 +332,13 @@ def train(args):
     os.makedirs(args.out, exist_ok=True)
     state_file = os.path.join(args.out, "state.json")
     log, step, epoch, minutes_before = [], 0, 0, 0.0
-    # Every seed's values in the variables' order of the first model, whose names the saved files use.
-    values = [([v.value for v in m.trainable_variables], [v.value for v in m.non_trainable_variables],
-               [v.value for v in optimizer.variables]) for m in models]
+    def values_of(each):
+        """(trainable, non-trainable, Adam) values of a model, in the first model's variable order."""
+        return ([v.value for v in each.trainable_variables], [v.value for v in each.non_trainable_variables],
+                [v.value for v in optimizer.variables])
+
+    # Every seed's values; the saved files use the first model's variable names.
+    values = [values_of(m) for m in models]
     if args.resume:
         with open(os.path.join(args.resume, "state.json"), encoding="utf-8") as f:
             resumed = json.load(f)
@@ -347,8 +351,7 @@ def train(args):
             load_variables(os.path.join(seed_dir(args.resume, seed), "optimizer.npz"), optimizer.variables)
             if int(np.asarray(optimizer.iterations.value)) != step:
                 raise SystemExit(f"error: {args.resume}: seed {seed}'s Adam is at another step than {step}")
-            values[i] = ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
-                         [v.value for v in optimizer.variables])
+            values[i] = values_of(model)
 
     def loss_fn(trainable, non_trainable, inputs, targets):
         details, non_trainable = model.stateless_call(trainable, non_trainable, {"inputs": inputs},
@@ -549,7 +552,6 @@ def report(args):
                    "differently: " + json.dumps(other["test"]))
         checked = (f"The weights of step {last['step']} loaded into the model on the {other['backend']} backend "
                    f"(`evaluate`) answer {verdict}.")
-    paper = babi.PAPER[subset]
     text = "\n".join([
         f"## {args.title}", "",
         f"`{common.command_line()}` — {common.today()}; the runs were trained by `babi_accelerator.py train` on "
@@ -568,8 +570,7 @@ def report(args):
         *(["", "Validation error (%) per task of the last run's chosen seed by step:", "",
            common.markdown_table(task_curve[0], task_curve[1:])] if len(task_curve[0]) > 2 else []),
         "", checked, "",
-        f"The paper (Table 1, {subset} joint, best of 10 seeds): " + "; ".join(
-            f"{name} {error} ({failed} failed)" for name, (error, failed) in paper.items()) + "."])
+        babi.paper_line(subset)])
     print(text)
     if args.write:
         common.replace_section(args.section, text)

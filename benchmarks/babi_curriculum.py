@@ -109,7 +109,6 @@ def report(args, results, seconds):
                      f"{sum(test.values()) / len(test):.2f}", str(sum(e > babi_continue.LEARNED for e in test.values())),
                      f"{r['training_minutes']:.0f}"])
     last = {int(t): e for t, e in results[-1]["test_end"].items()}
-    paper = babi.PAPER[args.subset]
     return "\n".join([
         f"## bAbI {args.subset} through a curriculum: `{args.hparams_set}`"
         + (f" ({args.hparams})" if args.hparams else "") + f", seed {args.seed}"
@@ -121,8 +120,7 @@ def report(args, results, seconds):
         common.markdown_table(["stage", "steps", "trains", "validation mean", "failing (validation)", "test mean",
                                "failed (test)", "minutes"], rows, align="lllrlrrr"), "",
         "Test error of the last stage, per task: " + ", ".join(f"qa{t} {last[t]:.1f}" for t in sorted(last)) + ".",
-        f"The paper ({args.subset} joint, best of 10 seeds): "
-        + "; ".join(f"{model} {mean} ({failed} failed)" for model, (mean, failed) in paper.items()) + "."])
+        babi.paper_line(args.subset)])
 
 
 def parse_args(argv=None):
