@@ -300,6 +300,11 @@ def _predictions(details):
 
 
 # -- train (JAX) -------------------------------------------------------------------------------------------
+def _due(step, every):
+    """Whether a `--*_every` action falls on `step` (every 0: never; the end of a run is handled apart)."""
+    return every > 0 and step % every == 0
+
+
 def seed_dir(run, seed):
     """Where a run keeps one seed's weights and Adam state."""
     return os.path.join(run, f"seed{seed}")
@@ -420,19 +425,19 @@ def train(args):
         window.append(stats)
         step += 1
         out_of_time = time.perf_counter() - train_began > 60 * args.max_minutes
-        if step % args.log_every == 0 or step == args.train_steps or out_of_time:
+        if _due(step, args.log_every) or step == args.train_steps or out_of_time:
             # Per seed: mean training loss and accuracy over the steps since the last line.
             loss, accuracy = (np.mean([np.asarray(s[k]) for s in window], axis=0) for k in (0, 1))
             window = []
             row = {"step": step, "loss": [round(float(x), 4) for x in loss],
                    "accuracy": [round(float(x), 4) for x in accuracy], "minutes": minutes()}
-            if step % args.eval_every == 0:
+            if _due(step, args.eval_every):
                 answered = evaluate(state, "eval")
                 row["eval_error"] = [r["mean"] for r in answered]
                 row["eval_tasks"] = [r["tasks"] for r in answered]  # Per seed: when each task is learned.
             log.append(row)
             print(json.dumps(row), flush=True)
-        if step % args.save_every == 0:
+        if _due(step, args.save_every):
             save(state, epoch)
         if out_of_time:
             break
@@ -593,8 +598,9 @@ def main(argv=None):
             p.add_argument("--buckets", default=DEFAULT_BUCKETS)
             p.add_argument("--train_steps", type=int, default=100000)
             p.add_argument("--max_minutes", type=float, default=float("inf"))
+            # 0: never, but at the end (the last step is always logged, saved and evaluated).
             p.add_argument("--log_every", type=int, default=1000)
-            p.add_argument("--eval_every", type=int, default=5000)
+            p.add_argument("--eval_every", type=int, default=5000, help="in-loop evaluations (on logged steps)")
             p.add_argument("--save_every", type=int, default=10000)
             p.add_argument("--out", required=True)
             p.add_argument("--resume", default=None, help="a run directory to continue")
@@ -609,6 +615,9 @@ def main(argv=None):
     p.add_argument("--section", default="babi_accelerator")
     p.add_argument("--write", action="store_true", help="put the section into benchmarks/README.md")
     args = parser.parse_args(argv)
+    for name in ("log_every", "eval_every", "save_every"):
+        if getattr(args, name, 0) < 0:
+            raise SystemExit(f"error: --{name} must be >= 0 (0: only at the end), got {getattr(args, name)}")
     if getattr(args, "data", None) and not os.path.exists(args.data):
         raise SystemExit(f"error: {args.data} does not exist (write it with `prepare`)")
     if args.command == "prepare":

@@ -101,6 +101,12 @@ def test_a_longer_example_than_the_buckets_is_refused(prepared):
         babi_accelerator.Data(prepared[1], "3,5")
 
 
+@pytest.mark.parametrize("flag", ["--log_every", "--eval_every", "--save_every"])
+def test_a_negative_interval_is_refused(prepared, flag):
+    with pytest.raises(SystemExit, match=f"error: {flag} must be >= 0 \\(0: only at the end\\), got -1"):
+        babi_accelerator.main(["train", "--data", prepared[1], "--out", "unused", flag, "-1"])
+
+
 _TINY = "hidden_size=16,filter_size=32,num_heads=2,act_max_steps=2,max_relative_position=2,batch_size=400"
 
 
@@ -120,10 +126,10 @@ def _read(run, name):
 
 @pytest.fixture(scope="module")
 def two_seeds(prepared, tmp_path_factory):
-    """A tiny run of seeds 1 and 2 side by side, 4 steps."""
+    """A tiny run of seeds 1 and 2 side by side, 4 steps, saved only at the end (`--save_every 0`)."""
     pytest.importorskip("jax")
     run = str(tmp_path_factory.mktemp("runs") / "both")
-    _train(prepared[1], "--seeds", "1,2", "--train_steps", "4", "--out", run)
+    _train(prepared[1], "--seeds", "1,2", "--train_steps", "4", "--save_every", "0", "--out", run)
     return run
 
 
