@@ -451,6 +451,7 @@ def test_an_export_the_model_cannot_have_is_refused_before_training(tmp_path, ex
     assert "step " not in refused.stdout and not list(run.glob("ckpt-*"))
 
 
+@pytest.mark.slow  # Three trainer runs: 60 s of a core (the trainer's frozen layers: tests/test_training.py).
 def test_a_run_continued_on_other_tasks_keeps_its_frozen_layers_and_reports_both_ends(tmp_path):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     from test_quality_benchmarks import _load  # pylint: disable=import-outside-toplevel
@@ -542,7 +543,8 @@ def test_a_continuation_can_ask_qa16_with_two_lookups_of_the_same_stories(tmp_pa
                    "qa2 9.0", "11.2 -> 3.0", "6.00 (1)", "1"]
 
 
-def test_the_curriculum_runs_its_stages_in_a_chain_and_resumes(tmp_path, monkeypatch):
+def _short_curriculum(tmp_path, monkeypatch):
+    """benchmarks/babi_curriculum.py with a chain of 3 of its stages, tiny data and model: (module, argv, stages)."""
     from test_quality_benchmarks import _load  # pylint: disable=import-outside-toplevel
 
     curriculum = _load("babi_curriculum")
@@ -554,13 +556,23 @@ def test_the_curriculum_runs_its_stages_in_a_chain_and_resumes(tmp_path, monkeyp
     monkeypatch.setattr(curriculum, "STAGES", stages)
     data_dir = write_task_files(str(tmp_path / "babi"), stories=10)
     write_qa16_stories(data_dir, ("en",), stories=10)
-    work = str(tmp_path / "work")
-    argv = ["--data_dir", data_dir, "--subset", "1k", "--work_dir", work, "--stage_steps", "2,1,1",
+    argv = ["--data_dir", data_dir, "--subset", "1k", "--work_dir", str(tmp_path / "work"), "--stage_steps", "2,1,1",
             "--hparams", "hidden_size=16,filter_size=32,num_heads=2,num_rec_steps=2,batch_size=1024"]
+    return curriculum, argv, stages
+
+
+def test_the_curriculum_refuses_a_chain_it_does_not_have(tmp_path, monkeypatch):
+    curriculum, argv, _ = _short_curriculum(tmp_path, monkeypatch)
     with pytest.raises(SystemExit, match="--stage_steps needs 3 numbers"):
         curriculum.main(argv[:-2] + ["--stage_steps", "2,1"])
     with pytest.raises(SystemExit, match="--stages must be 1 to 3"):
         curriculum.main(argv + ["--stages", "4"])
+
+
+@pytest.mark.slow  # Four trainer processes: 100 s of a core.
+def test_the_curriculum_runs_its_stages_in_a_chain_and_resumes(tmp_path, monkeypatch):
+    curriculum, argv, stages = _short_curriculum(tmp_path, monkeypatch)
+    work = str(tmp_path / "work")
     prefix = "universal_transformer_babi_rel_hidden_size_16_filter_size_32_num_heads_2_num_rec_steps_2_batch_size_1024_s1"
     names = [f"{prefix}_{k}_{stage[0]}" for k, stage in enumerate(stages)]
     # A chain cut short (what fits a session) runs and reports its first stages, and the full command goes on.
