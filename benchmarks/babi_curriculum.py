@@ -106,7 +106,7 @@ def report(args, results, seconds):
         test = {int(t): e for t, e in r["test_end"].items()}
         rows.append([str(k), f"{r['from_step']} -> {r['from_step'] + r['steps']}", trains,
                      f"{sum(end.values()) / len(end):.2f}", babi_continue.failing_text(end),
-                     f"{sum(test.values()) / len(test):.2f}", str(sum(e > babi_continue.LEARNED for e in test.values())),
+                     f"{sum(test.values()) / len(test):.2f}", str(sum(e > babi.FAILED_ERROR for e in test.values())),
                      f"{r['training_minutes']:.0f}"])
     last = {int(t): e for t, e in results[-1]["test_end"].items()}
     return "\n".join([
