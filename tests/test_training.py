@@ -69,7 +69,8 @@ def _trainer_args(output_dir, steps, *extra):
 
 def test_multi_worker_mirrored_with_two_processes(tmp_path):
     """Both workers train and end cleanly, also when one of them stalls for longer than TensorFlow's default
-    heartbeat timeout (as on a busy machine); the non-chief's scratch checkpoints do not outlive the run."""
+    heartbeat timeout (as on a busy machine), in a step or in its last evaluation, when the chief must wait for
+    it before exiting; the non-chief's scratch checkpoints do not outlive the run."""
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     scratch = tmp_path / "tmp"  # The workers' temporary directory.
     scratch.mkdir()
@@ -86,16 +87,26 @@ def test_multi_worker_mirrored_with_two_processes(tmp_path):
         processes[1].send_signal(signal.SIGSTOP)
         time.sleep(15)
         processes[1].send_signal(signal.SIGCONT)
+        # Then after the last step, while the chief evaluates and ends: the chief, which hosts the coordination
+        # service, must not exit before it (without `leave_together` it did, and the other worker's next
+        # heartbeat logged StartAbort; about one test suite in 15).
+        seen += _wait_for_step(processes[1], 4)
+        processes[1].send_signal(signal.SIGSTOP)
+        chief_seen = _wait_for_line(processes[0], "Final evaluation")
+        time.sleep(5)
+        chief_waited = processes[0].poll() is None
+        processes[1].send_signal(signal.SIGCONT)
         outputs = [p.communicate(timeout=150)[0] for p in processes]  # About 30 s; with a 10 s timeout, a hang.
     finally:
         for process in processes:
             if process.poll() is None:
                 process.kill()
                 process.communicate()
-    outputs[1] = seen + outputs[1]
+    outputs = [chief_seen + outputs[0], seen + outputs[1]]
     for process, output in zip(processes, outputs):
         assert process.returncode == 0, output
         assert "StartAbort" not in output and "Traceback" not in output, output
+    assert chief_waited, outputs[0]
     assert "with 2 replica(s)" in outputs[0]
     assert not list(scratch.iterdir())
     assert checkpoints.step_of(_latest(tmp_path / "run")) == 4  # The chief wrote it.
@@ -114,11 +125,16 @@ def _start(output_dir, steps, *extra):
 
 def _wait_for_step(process, step, timeout=300):
     """Reads the process's output until it reports `step`; returns what it printed."""
+    return _wait_for_line(process, f"step {step}/", timeout)
+
+
+def _wait_for_line(process, prefix, timeout=300):
+    """Reads the process's output until a line starts with `prefix`; returns what it printed."""
     seen = []
     deadline = time.time() + timeout
     for line in process.stdout:
         seen.append(line)
-        if line.startswith(f"step {step}/"):
+        if line.startswith(prefix):
             return "".join(seen)
         assert time.time() < deadline, "".join(seen)
     raise AssertionError("the trainer ended early:\n" + "".join(seen))

@@ -93,6 +93,7 @@ def main(argv):  # pylint: disable=unused-argument
 def train(strategy, hparams, problem, model_name):
     """Trains (or resumes) the run in --output_dir, then exports it if asked; returns the exit status."""
     # pylint: disable=import-outside-toplevel
+    from t2t_relpos import errors
     from t2t_relpos.data import preparation
     from t2t_relpos.training import strategy as strategy_lib
     from t2t_relpos.training import trainer as trainer_lib
@@ -133,6 +134,11 @@ def train(strategy, hparams, problem, model_name):
                                        FLAGS.data_dir, FLAGS.export_format)
         kind = "a SavedModel" if FLAGS.export_format == "saved_model" else "a CTranslate2 model"
         print(f"Exported {kind} to {path}", flush=True)
+    try:
+        strategy_lib.leave_together(strategy)
+    except errors.T2TRelposError as e:
+        common.fail("t2t-relpos-trainer", f"the run is trained and saved, but {e}", status=common.FAILED,
+                    immediately=True)
     return 0
 
 

@@ -8,7 +8,7 @@ import tensorflow as tf
 from t2t_relpos import errors
 
 DISTRIBUTIONS = ("auto", "one_device", "mirrored", "multi_worker")
-# How long a finished worker waits for the others before exiting anyway (e.g. when one of them died).
+# How long a finished worker waits for the others (`leave_together`) before giving up (e.g. when one died).
 SHUTDOWN_BARRIER_SECONDS = 60
 # How long a worker may go without a heartbeat before the coordination service declares it dead and aborts
 # every collective of the run. TensorFlow's default, 10 s, was exceeded by a healthy worker on a loaded 2-core
@@ -68,11 +68,11 @@ def _configure_coordination():
     """Makes every worker wait for the others when it exits, and tolerate a worker that is slow to answer.
 
     MultiWorkerMirroredStrategy starts TensorFlow's coordination service on the first worker; when that worker
-    exits before the others, they report `StartAbort UNAVAILABLE ... tasks have crashed` although the run
-    ended well. A shutdown barrier makes them leave together. The same error follows a worker whose heartbeat
-    is late (`HEARTBEAT_TIMEOUT_SECONDS`). TensorFlow has no public API for these settings, so this configures
-    the service as the strategy would, plus the barrier and the heartbeat timeout; it must run before the
-    runtime starts, and the strategy then uses it.
+    exits before the others, they report `StartAbort UNAVAILABLE ...` although the run ended well. The same
+    error follows a worker whose heartbeat is late (`HEARTBEAT_TIMEOUT_SECONDS`). TensorFlow has no public API
+    for these settings, so this configures the service as the strategy would, plus the heartbeat timeout and a
+    shutdown barrier; it must run before the runtime starts, and the strategy then uses it. (The shutdown
+    barrier does not hold a process that ends through Python's normal exit: `leave_together` does that.)
     """
     # pylint: disable=import-outside-toplevel
     from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
@@ -88,6 +88,29 @@ def _configure_coordination():
         service_type="standalone", service_leader=multi_worker_util.coordination_leader(cluster),
         coordinated_jobs=jobs, shutdown_barrier_timeout_in_ms=SHUTDOWN_BARRIER_SECONDS * 1000,
         heartbeat_timeout_in_ms=HEARTBEAT_TIMEOUT_SECONDS * 1000)
+
+
+def leave_together(strategy):
+    """Returns once every worker of a multi-worker run has called it (at once off multi-worker).
+
+    The first worker hosts the coordination service: if it exits while another is still at work (say, its last
+    evaluation), that one's next heartbeat finds nobody and it logs `StartAbort UNAVAILABLE ... Connection
+    refused`. Called by every worker as its last act, this keeps the first one up until all are done.
+
+    Raises:
+        T2TRelposError: when another worker does not get here within `SHUTDOWN_BARRIER_SECONDS` (it stopped,
+            or the network failed).
+    """
+    if not is_multi_worker(strategy):
+        return
+    from tensorflow.python.eager import context  # pylint: disable=import-outside-toplevel
+
+    try:
+        context.context().wait_at_barrier("t2t_relpos_end_of_run", SHUTDOWN_BARRIER_SECONDS * 1000)
+    except tf.errors.OpError as e:
+        raise errors.T2TRelposError(
+            f"another worker did not reach the end of the run within {SHUTDOWN_BARRIER_SECONDS} s "
+            f"({type(e).__name__}: it stopped, or the network failed)") from None
 
 
 def is_multi_worker(strategy):
