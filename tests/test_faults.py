@@ -263,16 +263,18 @@ def test_concurrent_datagen_on_one_data_dir(tmp_path):
     assert not [name for name in os.listdir(tmp_path / "data") if ".incomplete" in name]
 
 
-def _two_workers(run_dir, code="import t2t_relpos.cli.trainer as m; m.run()"):
+def _two_workers(run_dir, code="import t2t_relpos.cli.trainer as m; m.run()", steps=100000):
+    """Two trainer processes of one multi-worker run; `code` runs them (a pair: one for each)."""
     from test_training import _free_ports  # pylint: disable=import-outside-toplevel
 
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    codes = (code, code) if isinstance(code, str) else code
     processes = []
     for index in range(2):
         config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         processes.append(subprocess.Popen(
-            [sys.executable, "-c", code, *TRAINER, "--log_every=1", f"--output_dir={run_dir}",
-             "--train_steps=100000", "--distribution=multi_worker"],
+            [sys.executable, "-c", codes[index], *TRAINER, "--log_every=1", f"--output_dir={run_dir}",
+             f"--train_steps={steps}", "--distribution=multi_worker"],
             env=dict(os.environ, PYTHONUNBUFFERED="1", TF_CONFIG=json.dumps(config)), text=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     return processes
@@ -299,6 +301,31 @@ def test_a_lost_worker_ends_the_survivor_with_one_line(tmp_path):
     assert output.rstrip().splitlines()[-1].startswith("t2t-relpos-trainer: error: lost contact with another "
                                                        "worker"), output
     assert "start every worker again with the same command" in output
+
+
+def test_a_worker_that_never_reaches_the_end_of_the_run_is_one_line_after_the_run_is_saved(tmp_path):
+    # The second worker trains to the end, then exits without coming to the end-of-run barrier (as if it died
+    # there). The chief, waiting at the barrier, says so in one line with status 1; its checkpoint is written.
+    short = "import t2t_relpos.training.strategy as s; s.HEARTBEAT_TIMEOUT_SECONDS = 2; "
+    run = "import t2t_relpos.cli.trainer as m; m.run()"
+    gone = "import os; s.leave_together = lambda strategy: os._exit(0); "
+    chief, other = processes = _two_workers(tmp_path / "run", (short + run, short + gone + run), steps=2)
+    try:
+        outputs = [p.communicate(timeout=300)[0] for p in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    assert other.returncode == 0, outputs[1]
+    assert chief.returncode == 1, outputs[0]
+    assert "Traceback" not in outputs[0] and "Final evaluation" in outputs[0], outputs[0]
+    # One line of ours (TensorFlow's own log of the lost task may come before or after it).
+    errors = [line for line in outputs[0].splitlines() if line.startswith("t2t-relpos-trainer: error:")]
+    assert errors == [errors[0]] and errors[0].startswith(
+        "t2t-relpos-trainer: error: the run is trained and saved, but another worker did not reach the end of the "
+        "run"), outputs[0]
+    assert os.path.exists(tmp_path / "run" / "ckpt-2.index")
 
 
 def test_a_worker_silent_past_the_heartbeat_timeout_ends_the_run_at_once(tmp_path):

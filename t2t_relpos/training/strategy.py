@@ -109,8 +109,8 @@ def leave_together(strategy):
         context.context().wait_at_barrier("t2t_relpos_end_of_run", SHUTDOWN_BARRIER_SECONDS * 1000)
     except tf.errors.OpError as e:
         raise errors.T2TRelposError(
-            f"another worker did not reach the end of the run within {SHUTDOWN_BARRIER_SECONDS} s "
-            f"({type(e).__name__}: it stopped, or the network failed)") from None
+            f"another worker did not reach the end of the run ({type(e).__name__} after waiting at most "
+            f"{SHUTDOWN_BARRIER_SECONDS} s: it stopped, or the network failed)") from None
 
 
 def is_multi_worker(strategy):
