@@ -303,6 +303,7 @@ def test_a_lost_worker_ends_the_survivor_with_one_line(tmp_path):
     assert "start every worker again with the same command" in output
 
 
+@pytest.mark.slow  # 36 s; the end-of-run barrier itself is in tests/test_training.py's two-worker test.
 def test_a_worker_that_never_reaches_the_end_of_the_run_is_one_line_after_the_run_is_saved(tmp_path):
     # The second worker trains to the end, then exits without coming to the end-of-run barrier (as if it died
     # there). The chief, waiting at the barrier, says so in one line with status 1; its checkpoint is written.
