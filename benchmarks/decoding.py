@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/decoding.py [--lengths 25,50,100,200] [--models rel64,rel256,abs64] [--reps N]
                                             [--threads N] [--no_xla] [--write] [--plot PATH]
+    .venv/bin/python benchmarks/decoding.py --reorder_cost [--models ut64] [--lengths 25,200] [--reps 9]
 
 Four paths run the same search code (`t2t_relpos.decoding.search.greedy` and `.beam_search`, beam 4,
 alpha 0.6), each wrapped whole in one `tf.function`, traced and run once before timing:
@@ -30,6 +31,11 @@ time per step across lengths are measured side by side. Every sample is read on 
 the process's CPU time. Workers run TensorFlow on one thread by default (`--threads 0`: one per core): on a
 machine shared with other jobs the CPU time then counts the work of a decoding call whatever else runs,
 about the wall time the call would take on an idle core, while wall time also counts the waits for a core.
+
+`--reorder_cost` times what the beam search's reorder of the caches costs: the cached beam search at the
+shortest and longest length, once as it is and once with the reorder left out (each beam keeps its own row's
+history: wrong outputs, so only the time means anything), interleaved; it prints ms per step and the
+longest / shortest ratio of both, and writes nothing.
 """
 
 import argparse
@@ -178,6 +184,54 @@ def one_buffer():
     from t2t_relpos.decoding import search  # pylint: disable=import-outside-toplevel
 
     return mock.patch.object(search, "cache_capacities", lambda max_length: [max_length])
+
+
+def without_reorder():
+    """A context in which traced beam searches leave their caches where they are (for `--reorder_cost` only)."""
+    from unittest import mock  # pylint: disable=import-outside-toplevel
+
+    from t2t_relpos.decoding import search  # pylint: disable=import-outside-toplevel
+
+    return mock.patch.object(search, "_reorder_caches", lambda self_cache, rows: self_cache)
+
+
+def measure_reorder_cost(model_name, lengths, reps=9, min_sample_s=0.2, vocab_size=VOCAB_SIZE):
+    """Cached beam ms/step with and without the caches' reorder, at the shortest and longest of `lengths`.
+
+    Returns {"model", "ms_per_step": {clock: {"reorder"|"no_reorder": {length: ms}}}}, clocks "wall" and "cpu".
+    """
+    model = build_model(model_name, vocab_size)
+    inputs = make_sources(vocab_size)
+    ends = sorted({min(lengths), max(lengths)})
+    fns = {}
+    for length in ends:
+        for variant in ("reorder", "no_reorder"):
+            fn = make_decoder(model, "beam", "cached", length)
+            with without_reorder() if variant == "no_reorder" else contextlib.nullcontext():
+                fn(inputs).numpy()  # Traces it (with or without the reorder), untimed.
+            fns[(length, variant)] = lambda fn=fn: fn(inputs).numpy()
+    medians = common.time_interleaved_clocks(fns, {"wall": time.perf_counter, "cpu": time.process_time},
+                                             reps=reps, warmup=0, min_sample_s=min_sample_s)
+    return {"model": model_name, "ms_per_step": {
+        clock: {variant: {length: ms_per_step(by_key[(length, variant)], length) for length in ends}
+                for variant in ("reorder", "no_reorder")} for clock, by_key in medians.items()}}
+
+
+def format_reorder_cost(results):
+    """One row per model and clock: ms/step shortest -> longest (ratio), as it is and without the reorder."""
+    rows = []
+    for result in results:
+        if "error" in result:
+            rows.append([result["model"], "-", f"error: {result['error']}", ""])
+            continue
+        for clock, by_variant in result["ms_per_step"].items():
+            cells = []
+            for variant in ("reorder", "no_reorder"):
+                (_, first), (_, last) = sorted((int(n), ms) for n, ms in by_variant[variant].items())
+                cells.append(f"{first:.2f} -> {last:.2f} ({last / first:.2f}x)")
+            rows.append([result["model"], clock] + cells)
+    return common.markdown_table(["model", "clock", "beam 4, ms/step at the shortest -> longest length",
+                                  "the same with the reorder left out"], rows)
 
 
 def make_decoder(model, search_name, path, length):
@@ -472,6 +526,8 @@ def _parse_args(argv=None):
     parser.add_argument("--no_xla", action="store_true", help="leave out the cached path compiled with XLA")
     parser.add_argument("--write", action="store_true", help="write the results into benchmarks/README.md")
     parser.add_argument("--plot", metavar="PATH", help="write a PNG of ms per step against length")
+    parser.add_argument("--reorder_cost", action="store_true",
+                        help="time the beam search with and without its cache reorder instead (writes nothing)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -490,6 +546,10 @@ def _worker(args):
 
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    if args.reorder_cost:
+        common.emit_result(measure_reorder_cost(args.worker, _lengths(args), reps=args.reps,
+                                                min_sample_s=args.min_sample_s, vocab_size=args.vocab_size))
+        return
     result = measure(args.worker, _lengths(args), _paths(args), reps=args.reps, min_sample_s=args.min_sample_s,
                      vocab_size=args.vocab_size)
     for key in ("times", "cpu_times", "agreement"):  # JSON keys are strings.
@@ -502,9 +562,12 @@ def _measure_model(name, args):
     result = common.run_worker([os.path.abspath(__file__), "--worker", name, "--lengths", args.lengths,
                                 "--reps", str(args.reps), "--min_sample_s", str(args.min_sample_s),
                                 "--vocab_size", str(args.vocab_size), "--threads", str(args.threads)]
-                               + (["--no_xla"] if args.no_xla else []))
+                               + (["--no_xla"] if args.no_xla else [])
+                               + (["--reorder_cost"] if args.reorder_cost else []))
     if "error" in result:
         return {"model": name, "error": result["error"]}
+    if args.reorder_cost:
+        return result
     for key in ("times", "cpu_times", "agreement"):
         result[key] = {int(n): value for n, value in result[key].items()}
     return result
@@ -519,6 +582,10 @@ def main(argv=None):
     started = time.time()
     results = {name: _measure_model(name, args) for name in args.models.split(",")}
     elapsed = time.time() - started
+    if args.reorder_cost:
+        print(f"{format_reorder_cost(results.values())}\n\n{common.command_line()} — {common.today()}, "
+              f"{elapsed:.0f} s\n{common.machine_description()}")
+        return 0 if all("error" not in r for r in results.values()) else 1
     table, flat_table, judged = format_table(results), format_flatness(results), verdict(results)
     print(f"{table}\n\n{format_ponder(results)}\n\n{flat_table}\n\n{judged}\n\n"
           f"{common.command_line()} — {common.today()}, {elapsed:.0f} s\n"

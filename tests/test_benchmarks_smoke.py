@@ -87,6 +87,22 @@ def test_decoding_measure_tiny_length_cached_equals_uncached(tmp_path):
     assert os.listdir(tmp_path) == ["decoding.png"]
 
 
+def test_decoding_reorder_cost_times_the_beam_search_with_and_without_its_cache_reorder():
+    from t2t_relpos.decoding import search  # pylint: disable=import-outside-toplevel
+
+    with decoding.without_reorder():
+        caches = {"key": object()}
+        assert search._reorder_caches(caches, None) is caches  # pylint: disable=protected-access
+    result = decoding.measure_reorder_cost("rel64", lengths=(3, 2, 5), reps=1, min_sample_s=0.0)
+    assert set(result["ms_per_step"]) == {"wall", "cpu"}
+    for by_variant in result["ms_per_step"].values():
+        assert set(by_variant) == {"reorder", "no_reorder"}
+        assert all(set(ms) == {2, 5} and min(ms.values()) > 0 for ms in by_variant.values())
+    table = decoding.format_reorder_cost([result, {"model": "ut64", "error": "killed"}]).splitlines()
+    assert len(table) == 2 + 2 + 1 and table[2].startswith("| rel64 ") and table[2].count("x)") == 2
+    assert "error: killed" in table[-1]
+
+
 def test_decoding_adaptive_universal_transformer_cached_equals_uncached_and_reports_ponder_steps():
     result = decoding.measure("aut64", lengths=(3,), paths=("cached", "uncached"), reps=1, min_sample_s=0.0)
     assert result["agreement"][3] == {"greedy": 1.0, "beam": 1.0}

@@ -238,7 +238,7 @@ def beam_search(model, inputs, max_length, beam_size=4, alpha=0.6, lengths=None)
         last = ops.take_along_axis(cand_token, chosen, axis=1)
         source_beam = ops.take_along_axis(cand_beam, chosen, axis=1)  # [B, k]
         rows = ops.reshape(source_beam + ops.arange(batch, dtype=source_beam.dtype)[:, None] * k, (-1,))
-        cache = {**cache, "self": keras.tree.map_structure(lambda t: ops.take(t, rows, axis=0), cache["self"])}
+        cache = {**cache, "self": _reorder_caches(cache["self"], rows)}
 
         # Finished: merge the candidates that just ended with those kept so far. As in fairseq, only an
         # ending among the k best candidates counts, so beam search with k = 1 is greedy search.
@@ -275,6 +275,11 @@ def beam_search(model, inputs, max_length, beam_size=4, alpha=0.6, lengths=None)
     order = _first_by_group_then_score(groups, all_scores, k)
     return (ops.take_along_axis(all_seq, order[:, :, None], axis=1),
             ops.take_along_axis(all_scores, order, axis=1))
+
+
+def _reorder_caches(self_cache, rows):
+    """The per-hypothesis caches with row r taken from row `rows[r]`: each beam gets its parent's history."""
+    return keras.tree.map_structure(lambda t: ops.take(t, rows, axis=0), self_cache)
 
 
 def _first_by_group_then_score(groups, scores, k):
