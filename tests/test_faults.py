@@ -263,6 +263,17 @@ def test_concurrent_datagen_on_one_data_dir(tmp_path):
     assert not [name for name in os.listdir(tmp_path / "data") if ".incomplete" in name]
 
 
+def _outputs(processes, timeout):
+    """Each process's output once it has ended; those still running after `timeout` s are killed."""
+    try:
+        return [p.communicate(timeout=timeout)[0] for p in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+
+
 def _two_workers(run_dir, code="import t2t_relpos.cli.trainer as m; m.run()", steps=100000):
     """Two trainer processes of one multi-worker run; `code` runs them (a pair: one for each)."""
     from test_training import _free_ports  # pylint: disable=import-outside-toplevel
@@ -311,13 +322,7 @@ def test_a_worker_that_never_reaches_the_end_of_the_run_is_one_line_after_the_ru
     run = "import t2t_relpos.cli.trainer as m; m.run()"
     gone = "import os; s.leave_together = lambda strategy: os._exit(0); "
     chief, other = processes = _two_workers(tmp_path / "run", (short + run, short + gone + run), steps=2)
-    try:
-        outputs = [p.communicate(timeout=300)[0] for p in processes]
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
+    outputs = _outputs(processes, timeout=300)
     assert other.returncode == 0, outputs[1]
     assert chief.returncode == 1, outputs[0]
     assert "Traceback" not in outputs[0] and "Final evaluation" in outputs[0], outputs[0]

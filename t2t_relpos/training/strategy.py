@@ -8,8 +8,11 @@ import tensorflow as tf
 from t2t_relpos import errors
 
 DISTRIBUTIONS = ("auto", "one_device", "mirrored", "multi_worker")
-# How long a finished worker waits for the others (`leave_together`) before giving up (e.g. when one died).
+# How long a worker waits for the others when its process exits (TensorFlow's shutdown barrier).
 SHUTDOWN_BARRIER_SECONDS = 60
+# How long a finished worker waits for the others at the end of a run (`leave_together`): long enough for the
+# chief's export of a large model. A worker that died is noticed sooner, by its missing heartbeats.
+END_OF_RUN_SECONDS = 3600
 # How long a worker may go without a heartbeat before the coordination service declares it dead and aborts
 # every collective of the run. TensorFlow's default, 10 s, was exceeded by a healthy worker on a loaded 2-core
 # machine (its heartbeat thread starved while two test processes trained beside it), which aborted a run that
@@ -98,19 +101,19 @@ def leave_together(strategy):
     refused`. Called by every worker as its last act, this keeps the first one up until all are done.
 
     Raises:
-        T2TRelposError: when another worker does not get here within `SHUTDOWN_BARRIER_SECONDS` (it stopped,
-            or the network failed).
+        T2TRelposError: when another worker stops sending heartbeats before it gets here (it died, or the
+            network failed), or does not get here within `END_OF_RUN_SECONDS`.
     """
     if not is_multi_worker(strategy):
         return
     from tensorflow.python.eager import context  # pylint: disable=import-outside-toplevel
 
     try:
-        context.context().wait_at_barrier("t2t_relpos_end_of_run", SHUTDOWN_BARRIER_SECONDS * 1000)
+        context.context().wait_at_barrier("t2t_relpos_end_of_run", END_OF_RUN_SECONDS * 1000)
     except tf.errors.OpError as e:
         raise errors.T2TRelposError(
-            f"another worker did not reach the end of the run ({type(e).__name__} after waiting at most "
-            f"{SHUTDOWN_BARRIER_SECONDS} s: it stopped, or the network failed)") from None
+            f"another worker did not reach the end of the run ({type(e).__name__}: it stopped, or the network "
+            f"failed; a live worker is waited for up to {END_OF_RUN_SECONDS} s)") from None
 
 
 def is_multi_worker(strategy):
