@@ -57,7 +57,6 @@ DEFAULT_BUCKETS = "6,10,20,40,72"  # Input positions (facts, the question, and t
 # -- prepare (any backend) -------------------------------------------------------------------------------
 def prepare(args):
     """Writes the problem's encoded splits: ids (int16, concatenated), offsets, labels, tasks, vocab sizes."""
-
     if babi.data_missing(args):
         return
     # As benchmarks/babi.py reads the data: a 10k training file missing from the shared copy is the 1k one

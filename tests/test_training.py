@@ -89,7 +89,7 @@ def test_multi_worker_mirrored_with_two_processes(tmp_path):
         processes[1].send_signal(signal.SIGCONT)
         # Then after the last step, while the chief evaluates and ends: the chief, which hosts the coordination
         # service, must not exit before it (without `leave_together` it did, and the other worker's next
-        # heartbeat logged StartAbort; about one test suite in 15).
+        # heartbeat logged StartAbort: seen once in a full test run).
         seen += _wait_for_step(processes[1], 4)
         processes[1].send_signal(signal.SIGSTOP)
         chief_seen = _wait_for_line(processes[0], "Final evaluation")
