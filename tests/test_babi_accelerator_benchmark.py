@@ -117,6 +117,7 @@ def _train(path, *extra):
                           env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"), capture_output=True,
                           text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
 
 
 def _read(run, name):
@@ -126,10 +127,13 @@ def _read(run, name):
 
 @pytest.fixture(scope="module")
 def two_seeds(prepared, tmp_path_factory):
-    """A tiny run of seeds 1 and 2 side by side, 4 steps, saved only at the end (`--save_every 0`)."""
+    """A tiny run of seeds 1 and 2 side by side, 4 steps, saved only at the end (`--save_every 0`), its compiled
+    programs kept in `<run>_xla`."""
     pytest.importorskip("jax")
     run = str(tmp_path_factory.mktemp("runs") / "both")
-    _train(prepared[1], "--seeds", "1,2", "--train_steps", "4", "--save_every", "0", "--out", run)
+    output = _train(prepared[1], "--seeds", "1,2", "--train_steps", "4", "--save_every", "0", "--out", run,
+                    "--compilation_cache", run + "_xla")
+    assert f"compilation cache {run}_xla: 0 entries" in output
     return run
 
 
@@ -185,7 +189,13 @@ def test_a_seed_beside_another_trains_as_alone_and_a_run_resumes(prepared, two_s
         assert sorted(a.files) == sorted(b.files)
         assert max(float(np.abs(a[k] - b[k]).max()) for k in a.files) < 1e-5
 
-    _train(path, "--seeds", "1,2", "--train_steps", "6", "--resume", both, "--out", more)
+    # Resumed with the first call's compiled programs, as a second device call would be.
+    cached = len(os.listdir(both + "_xla"))
+    assert cached >= 2  # At least the training step and the prediction of the one bucket.
+    output = _train(path, "--seeds", "1,2", "--train_steps", "6", "--resume", both, "--out", more,
+                    "--compilation_cache", both + "_xla")
+    assert f"compilation cache {both}_xla: {cached} entries" in output
+    assert len(os.listdir(both + "_xla")) == cached  # Nothing compiled again.
     state = _read(more, "state.json")
     assert state["step"] == 6 and [row["step"] for row in state["log"]] == [2, 4, 6]
     assert all(len(row["loss"]) == 2 for row in state["log"])
