@@ -12,6 +12,7 @@ import time
 import pytest
 
 from test_cli import assert_usage_error, run_tool
+from test_training import _free_ports, killed_when_left
 from test_translate import make_raw
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -265,19 +266,12 @@ def test_concurrent_datagen_on_one_data_dir(tmp_path):
 
 def _outputs(processes, timeout):
     """Each process's output once it has ended; those still running after `timeout` s are killed."""
-    try:
+    with killed_when_left(processes):
         return [p.communicate(timeout=timeout)[0] for p in processes]
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
 
 
 def _two_workers(run_dir, code="import t2t_relpos.cli.trainer as m; m.run()", steps=100000):
     """Two trainer processes of one multi-worker run; `code` runs them (a pair: one for each)."""
-    from test_training import _free_ports  # pylint: disable=import-outside-toplevel
-
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     codes = (code, code) if isinstance(code, str) else code
     processes = []
@@ -293,7 +287,7 @@ def _two_workers(run_dir, code="import t2t_relpos.cli.trainer as m; m.run()", st
 
 def test_a_lost_worker_ends_the_survivor_with_one_line(tmp_path):
     survivor, lost = processes = _two_workers(tmp_path / "run")
-    try:
+    with killed_when_left(processes):
         deadline = time.time() + 300
         for line in survivor.stdout:
             if line.startswith("step 2/") or time.time() > deadline:
@@ -301,11 +295,6 @@ def test_a_lost_worker_ends_the_survivor_with_one_line(tmp_path):
         lost.send_signal(signal.SIGKILL)
         began = time.time()
         output = survivor.communicate(timeout=180)[0]
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
     assert survivor.returncode == 1, output
     assert time.time() - began < 120
     assert "Traceback" not in output, output
@@ -341,7 +330,7 @@ def test_a_worker_silent_past_the_heartbeat_timeout_ends_the_run_at_once(tmp_pat
     code = ("import t2t_relpos.training.strategy as s; s.HEARTBEAT_TIMEOUT_SECONDS = 2; "
             "import t2t_relpos.cli.trainer as m; m.run()")
     processes = _two_workers(tmp_path / "run", code)
-    try:
+    with killed_when_left(processes):
         deadline = time.time() + 300
         for line in processes[1].stdout:
             if line.startswith("step 2/") or time.time() > deadline:
@@ -351,11 +340,6 @@ def test_a_worker_silent_past_the_heartbeat_timeout_ends_the_run_at_once(tmp_pat
         processes[1].send_signal(signal.SIGCONT)
         began = time.time()
         outputs = [p.communicate(timeout=120)[0] for p in processes]
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
     assert time.time() - began < 30, outputs
     for process, output in zip(processes, outputs):
         assert process.returncode == 1, output

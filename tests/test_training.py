@@ -1,5 +1,6 @@
 """The trainer: it learns, replicas and accumulation compute the same step, workers cooperate, runs resume."""
 
+import contextlib
 import json
 import os
 import signal
@@ -61,6 +62,19 @@ def _free_ports(count):
     return ports
 
 
+@contextlib.contextmanager
+def killed_when_left(processes):
+    """`processes`; whichever is still running when the block is left (a failed wait, a hang) is killed and
+    reaped, so no trainer outlives its test."""
+    try:
+        yield processes
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+
+
 def _trainer_args(output_dir, steps, *extra):
     return [sys.executable, "-c", TRAINER, "--problem=algorithmic_reverse_binary40",
             "--hparams_set=transformer_cpu_rel", "--hparams=batch_size=256,max_length=16",
@@ -81,7 +95,7 @@ def test_multi_worker_mirrored_with_two_processes(tmp_path):
         processes.append(subprocess.Popen(
             _trainer_args(tmp_path / "run", 4, "--distribution=multi_worker", "--checkpoint_every=4"),
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    try:
+    with killed_when_left(processes):
         # The second worker (not the one hosting the coordination service) stops answering for 15 s.
         seen = _wait_for_step(processes[1], 2)
         processes[1].send_signal(signal.SIGSTOP)
@@ -97,11 +111,6 @@ def test_multi_worker_mirrored_with_two_processes(tmp_path):
         chief_waited = processes[0].poll() is None
         processes[1].send_signal(signal.SIGCONT)
         outputs = [p.communicate(timeout=150)[0] for p in processes]  # About 30 s; with a 10 s timeout, a hang.
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
     outputs = [chief_seen + outputs[0], seen + outputs[1]]
     for process, output in zip(processes, outputs):
         assert process.returncode == 0, output
