@@ -113,8 +113,8 @@ class HParams:
         return f"HParams({body})"
 
     # -- parsing -----------------------------------------------------------------------------------------
-    def parse(self, overrides):
-        """Applies a `name=value,name=value` string (the `--hparams` flag) and returns self.
+    def parse(self, overrides, flag="--hparams"):
+        """Applies a `name=value,name=value` string (the `flag` it came from) and returns self.
 
         Values are read according to the field's type: `true`/`false` for bools, `[1,2]` for lists, strings
         with or without quotes. A field named twice is an error.
@@ -122,7 +122,7 @@ class HParams:
         seen = set()
         for item in _split_items(overrides or ""):
             if "=" not in item:
-                raise errors.HParamsError(f"malformed --hparams item {item!r}: expected name=value")
+                raise errors.HParamsError(f"malformed {flag} item {item!r}: expected name=value")
             name, text = (part.strip() for part in item.split("=", 1))
             kind = self._field_type(name)
             if name in seen:  # Keeping the last value silently would hide a typo in a long override list.

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -132,3 +133,76 @@ def test_ponder_plot_of_decoded_sources(tmp_path):
     path = decode_io.write_ponder_plot(translator, ["0123", "", "98765"], str(tmp_path / "ponder.png"))
     with open(path, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def one_line_error(result, *fragments):
+    assert_usage_error(result, *fragments)
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize("output_flag, input_flag", [("--decode_to_file", "--decode_from_file"),
+                                                     ("--decode_to_file", "--decode_reference"),
+                                                     ("--decode_ponder_plot", "--decode_from_file")])
+def test_an_output_that_is_an_input_is_refused_and_loses_nothing(run_dir, tmp_path, output_flag, input_flag):
+    source = write(tmp_path / "source.txt", b"0123\n4567\n")
+    reference = write(tmp_path / "reference.txt", b"3210\n7654\n")
+    target = source if input_flag == "--decode_from_file" else reference
+    result = decode(run_dir, f"--decode_from_file={source}", f"--decode_reference={reference}",
+                    f"{output_flag}={target}", "--decode_hparams=beam_size=1,extra_length=2")
+    one_line_error(result, f"{output_flag}={target} is the same file as {input_flag}={target}")
+    assert (tmp_path / "source.txt").read_bytes() == b"0123\n4567\n"
+    assert (tmp_path / "reference.txt").read_bytes() == b"3210\n7654\n"
+
+
+# Paths relative to the working directory tmp_path/sub; link.txt -> source.txt, hard.txt is a hard link to it,
+# later.txt -> out.txt (which does not exist yet).
+@pytest.mark.parametrize("paths, flags", [
+    ({"source": "../source.txt", "output": "../sub/../source.txt"}, ("--decode_to_file", "--decode_from_file")),
+    ({"source": "../source.txt", "output": "../link.txt"}, ("--decode_to_file", "--decode_from_file")),
+    ({"reference": "../link.txt", "output": "../hard.txt"}, ("--decode_to_file", "--decode_reference")),
+    ({"reference": "../source.txt", "plot": "./../link.txt"}, ("--decode_ponder_plot", "--decode_reference")),
+    ({"output": "out.txt", "plot": "../sub/out.txt"}, ("--decode_ponder_plot", "--decode_to_file")),
+    ({"output": "later.txt", "plot": "out.txt"}, ("--decode_ponder_plot", "--decode_to_file")),
+])
+def test_same_file_is_seen_through_links_and_relative_paths(tmp_path, monkeypatch, paths, flags):
+    from t2t_relpos import errors  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.cli import decode_io  # pylint: disable=import-outside-toplevel
+
+    source = write(tmp_path / "source.txt", b"12\n")
+    os.symlink(source, tmp_path / "link.txt")
+    os.link(source, tmp_path / "hard.txt")
+    (tmp_path / "sub").mkdir()
+    os.symlink("out.txt", tmp_path / "sub" / "later.txt")
+    monkeypatch.chdir(tmp_path / "sub")
+    with pytest.raises(errors.DataError, match=f"^{flags[0]}=.* is the same file as {flags[1]}="):
+        decode_io.check_paths(**paths)
+    decode_io.check_paths("../source.txt", "../source.txt", "-")  # Reading one file twice overwrites nothing.
+    decode_io.check_paths("../source.txt", output="out.txt", plot="plot.png")
+    decode_io.check_paths(output=os.devnull, plot=os.devnull)  # Not a regular file: nothing to lose.
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"alpha": float("nan")}, "decoding setting 'alpha' must be a finite number, got nan"),
+    ({"temperature": float("nan"), "beam_size": 1}, "decoding setting 'temperature' must be a finite number"),
+    ({"temperature": float("inf"), "beam_size": 1}, "decoding setting 'temperature' must be a finite number"),
+    ({"alpha": float("-inf")}, "decoding setting 'alpha' must be a finite number"),
+    ({"top_k": 3, "beam_size": 4}, "decoding setting 'top_k' only applies when sampling (temperature > 0)"),
+    ({"top_k": 3, "temperature": 0.0}, "decoding setting 'top_k' only applies when sampling (temperature > 0)"),
+])
+def test_decoding_settings_that_would_be_wrong_or_ignored_are_refused(setting, message):
+    from t2t_relpos import errors  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.decoding import translator as translator_lib  # pylint: disable=import-outside-toplevel
+
+    with pytest.raises(errors.HParamsError, match=re.escape(message)):
+        translator_lib.check_settings(**setting)
+    translator_lib.check_settings(temperature=0.7, top_k=3)
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("alpha=nan", "decoding setting 'alpha' must be a finite number, got nan"),
+    ("top_k=3", "decoding setting 'top_k' only applies when sampling (temperature > 0)"),
+    ("num_samples=1", "decoding setting 'num_samples' only applies to --decode_split"),
+    ("beam_size", "malformed --decode_hparams item 'beam_size': expected name=value"),
+])
+def test_bad_decode_hparams_are_one_line(run_dir, setting, message):
+    one_line_error(decode(run_dir, "--decode_from_file=-", f"--decode_hparams={setting}", stdin="12\n"), message)

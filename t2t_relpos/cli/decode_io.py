@@ -14,10 +14,12 @@ CHUNK_BATCHES = 16
 
 
 def check_paths(source=None, reference=None, output="-", plot=None):
-    """Fails before the model is loaded when an input is not a readable file or an output cannot be written."""
+    """Fails before the model is loaded when an input is not a readable file, an output cannot be written, or an
+    output would overwrite an input or the other output."""
     for flag, path in (("--decode_from_file", source), ("--decode_reference", reference)):
         if path not in (None, "-"):
             _check_input(flag, path)
+    taken = [("--decode_from_file", source), ("--decode_reference", reference)]
     for flag, path in (("--decode_to_file", output), ("--decode_ponder_plot", plot)):
         if path in (None, "-"):
             continue
@@ -26,6 +28,19 @@ def check_paths(source=None, reference=None, output="-", plot=None):
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
             raise errors.DataError(f"{flag}={path}: the directory {parent} does not exist")
+        for other_flag, other in taken:
+            if other not in (None, "-") and _same_file(other, path):
+                raise errors.DataError(f"{flag}={path} is the same file as {other_flag}={other}, which it would "
+                                       f"overwrite")
+        taken.append((flag, path))
+
+
+def _same_file(path, other):
+    """Whether writing `other` would overwrite `path`: the same regular file (through links and relative paths),
+    or, for files not made yet, the same place."""
+    if os.path.exists(path) and os.path.exists(other):
+        return os.path.isfile(path) and os.path.samefile(path, other)
+    return os.path.realpath(path) == os.path.realpath(other)
 
 
 def _check_input(flag, path):

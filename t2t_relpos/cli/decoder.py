@@ -52,11 +52,15 @@ def decode_hparams(hparams):
     # Inputs as long as the model was trained on are not truncated (bAbI stories run to 2701 tokens).
     settings = HParams(beam_size=hparams.beam_size, alpha=hparams.alpha, extra_length=hparams.extra_length,
                        batch_size=32, return_beams=False, temperature=0.0, top_k=0,
-                       max_input_length=max(1024, hparams.max_length), num_samples=0).parse(FLAGS.decode_hparams)
+                       max_input_length=max(1024, hparams.max_length), num_samples=0)
+    settings.parse(FLAGS.decode_hparams, "--decode_hparams")
     translator.check_settings(**{name: settings.get(name) for name in (
         "beam_size", "alpha", "extra_length", "batch_size", "max_input_length", "temperature", "top_k")})
     if settings.num_samples < 0:
         raise errors.HParamsError(f"decoding setting 'num_samples' must be >= 0, got {settings.num_samples}")
+    if settings.num_samples and not FLAGS.decode_split:  # 0 (the default) is all: only a user's N reaches here.
+        raise errors.HParamsError(f"decoding setting 'num_samples' only applies to --decode_split, got "
+                                  f"num_samples={settings.num_samples}")
     return settings
 
 

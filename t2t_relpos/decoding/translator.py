@@ -25,11 +25,16 @@ def check_settings(beam_size=1, alpha=0.0, extra_length=0, batch_size=1, max_inp
               "max_input_length": (max_input_length, 2), "top_k": (top_k, 0), "temperature": (temperature, 0),
               "alpha": (alpha, 0)}
     for name, (value, lowest) in limits.items():
+        if not math.isfinite(value):  # NaN passes every comparison: alpha=nan gives NaN scores.
+            raise errors.HParamsError(f"decoding setting {name!r} must be a finite number, got {value!r}")
         if value < lowest:
             why = " (at least one token and EOS)" if name == "max_input_length" else ""
             raise errors.HParamsError(f"decoding setting {name!r} must be >= {lowest}{why}, got {value!r}")
     if temperature > 0 and beam_size > 1:
         raise errors.HParamsError("sampling (temperature > 0) needs beam_size=1")
+    if top_k > 0 and temperature <= 0:  # Search would ignore it.
+        raise errors.HParamsError(f"decoding setting 'top_k' only applies when sampling (temperature > 0), got "
+                                  f"top_k={top_k} with temperature={temperature}")
 
 
 class Translator:
