@@ -223,6 +223,82 @@ def test_averaging_a_checkpoint_of_another_model(trained, tmp_path):
     one_line_error(result, "does not fit this run's model", "another model")
 
 
+def test_averaging_into_a_run_or_twice_the_same_checkpoint_is_refused_and_loses_nothing(trained, tmp_path):
+    # Averaging into the run's own directory used to delete its older checkpoints and replace its newest by
+    # weights without their optimizer, with exit status 0.
+    run = tmp_path / "run"
+    shutil.copytree(trained["run"], run)
+    before = sorted(os.listdir(run)), (run / "checkpoint").read_text()
+    usr = (f"--usr_dir={trained['usr']}", f"--data_dir={trained['data']}", "--num_last=2")
+    for target, fragment in ((run, "is the run's own directory"), (trained["run"], "holds a run of its own"),
+                             (trained["root"], "holds files of its own")):
+        result = run_tool("t2t-relpos-avg-checkpoints", f"--output_dir={run}", f"--averaged_dir={target}", *usr)
+        one_line_error(result, f"--averaged_dir={target}", fragment)
+    result = run_tool("t2t-relpos-avg-checkpoints", f"--output_dir={run}", f"--checkpoints={run}/ckpt-20,"
+                      f"{run}/ckpt-10,{run}/../run/ckpt-20", f"--averaged_dir={tmp_path / 'avg'}", *usr)
+    one_line_error(result, "ckpt-20 is named twice")
+    assert (sorted(os.listdir(run)), (run / "checkpoint").read_text()) == before
+
+    # An earlier average is replaced, with a word; a checkpoint from elsewhere is recorded as a full path.
+    for checkpoints in (f"{run}/ckpt-10", f"{run}/ckpt-20,{trained['run']}/ckpt-10"):
+        result = run_tool("t2t-relpos-avg-checkpoints", f"--output_dir={run}", f"--checkpoints={checkpoints}", *usr)
+        assert result.returncode == 0, result.stderr
+    assert "replacing the average of ckpt-10" in result.stdout
+    record = json.loads((run / "averaged" / "hparams.json").read_text())
+    assert record["averaged_checkpoints"] == ["ckpt-20", os.path.realpath(trained["run"] / "ckpt-10")]
+
+
+def test_a_checkpoint_of_a_larger_or_narrower_model_is_refused_in_one_line(trained, tmp_path):
+    # The larger one used to decode without a word (its extra layer dropped); the narrower one ended in a
+    # traceback and hundreds of TensorFlow warnings.
+    written = {}
+    for name, overrides in (("larger", "hidden_size=32,filter_size=64,num_encoder_layers=3"),
+                            ("narrower", "hidden_size=16,filter_size=32")):
+        result = run_tool("t2t-relpos-trainer", f"--usr_dir={trained['usr']}", "--problem=reverse_listed_symbols",
+                          "--hparams_set=transformer_tiny_rel", f"--data_dir={trained['data']}",
+                          f"--output_dir={tmp_path / name}", "--train_steps=1", "--eval_steps=1",
+                          f"--hparams=num_heads=2,batch_size=256,max_length=40,{overrides}", timeout=300)
+        assert result.returncode == 0, result.stderr
+        written[name] = tmp_path / name / "ckpt-1"
+    result = decode(trained, f"--checkpoint_path={written['larger']}", "--decode_from_file=-", stdin="0123\n")
+    one_line_error(result, f"checkpoint {written['larger']} does not fit this run's model: it holds",
+                   "a larger model")
+    result = decode(trained, f"--checkpoint_path={written['narrower']}", "--decode_from_file=-", stdin="0123\n")
+    one_line_error(result, f"checkpoint {written['narrower']} does not fit this run's model (Received "
+                   "incompatible tensor")
+
+
+def test_training_on_from_an_averaged_checkpoint_says_what_it_is(trained, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(trained["run"], run)
+    usr = (f"--usr_dir={trained['usr']}", f"--data_dir={trained['data']}")
+    assert run_tool("t2t-relpos-avg-checkpoints", f"--output_dir={run}", "--num_last=2", *usr).returncode == 0
+    result = run_tool("t2t-relpos-trainer", f"--output_dir={run / 'averaged'}", "--train_steps=30", *usr)
+    one_line_error(result, "holds a model's weights only (an averaged checkpoint?)", "run's own --output_dir")
+
+
+def test_exporting_over_a_file_or_into_a_full_directory_is_refused(trained, tmp_path):
+    # A file ended in a traceback; a full directory got the SavedModel mixed into it, with status 0.
+    usr = (f"--usr_dir={trained['usr']}", f"--data_dir={trained['data']}", f"--output_dir={trained['run']}")
+    (tmp_path / "file").write_text("precious")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("precious")
+    for target, fragment in (("file", "is a file, not a directory to export into"),
+                             ("full", "exists and is not empty")):
+        one_line_error(run_tool("t2t-relpos-export", f"--export_dir={tmp_path / target}", *usr),
+                       f"{tmp_path / target} {fragment}")
+    assert sorted(os.listdir(tmp_path / "full")) == ["notes.txt"]
+    assert (tmp_path / "file").read_text() == "precious"
+    # The trainer's own export of step 20 is there already: exporting it again is refused the same way.
+    one_line_error(run_tool("t2t-relpos-export", *usr), f"{trained['run']}/export/20 exists and is not empty")
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2**32)])
+def test_a_seed_numpy_cannot_take_is_a_flag_error(tmp_path, seed):
+    one_line_error(run_tool("t2t-relpos-trainer", *TRAINER, f"--output_dir={tmp_path}", f"--seed={seed}"),
+                   f"--seed={seed}")
+
+
 # -- concurrent runs ----------------------------------------------------------------------------------------
 TRAINER = ["--problem=algorithmic_reverse_decimal40", "--hparams_set=transformer_tiny_rel",
            "--hparams=hidden_size=16,filter_size=32,num_heads=2,batch_size=128,max_length=10", "--eval_steps=1"]

@@ -30,6 +30,7 @@ def main(argv):  # pylint: disable=unused-argument
     common.import_tensorflow()
     # pylint: disable=import-outside-toplevel
     from t2t_relpos import errors
+    from t2t_relpos.hparams import stored
     from t2t_relpos.training import averaging
     from t2t_relpos.training import runs
 
@@ -38,12 +39,15 @@ def main(argv):  # pylint: disable=unused-argument
         raise errors.T2TRelposError("--output_dir is required")
     num_last = FLAGS.num_last or runs.load_hparams(FLAGS.output_dir).num_averaged_checkpoints
     paths = FLAGS.checkpoints or averaging.last_checkpoints(FLAGS.output_dir, num_last)
+    target = FLAGS.averaged_dir or os.path.join(FLAGS.output_dir, "averaged")
+    averaging.check_target(FLAGS.output_dir, target)  # Before the work, which the target would refuse.
+    earlier = (stored.load_record(target) or {}).get("averaged_checkpoints")
     model, _, _, _ = runs.load(FLAGS.output_dir, paths[-1], FLAGS.data_dir)
     averaging.average(model, paths)
-    target = FLAGS.averaged_dir or os.path.join(FLAGS.output_dir, "averaged")
     saved = averaging.write_averaged(model, FLAGS.output_dir, paths, target)
+    replaced = f", replacing the average of {', '.join(earlier)}" if earlier else ""
     print(f"Averaged {len(paths)} checkpoints ({os.path.basename(paths[0])} .. {os.path.basename(paths[-1])}) "
-          f"into {saved}")
+          f"into {saved}{replaced}")
     return 0
 
 

@@ -53,6 +53,7 @@ def write_export(model, problem, hparams, output_dir, step, data_dir, export_for
     """Exports `model` in `export_format` (see the module docstring); returns the directory written."""
     # pylint: disable=import-outside-toplevel
     path = export_dir or os.path.join(output_dir, _SUBDIRS[export_format], str(step))
+    _check_target(path)
     if export_format == "ctranslate2":
         from t2t_relpos.decoding import ctranslate2_export
 
@@ -61,6 +62,17 @@ def write_export(model, problem, hparams, output_dir, step, data_dir, export_for
 
     return export.export(model, problem, path, data_dir, beam_size=hparams.beam_size, alpha=hparams.alpha,
                          extra_length=hparams.extra_length)
+
+
+def _check_target(path):
+    """Raises unless `path` is new or an empty directory: a SavedModel written into a folder of the user's
+    mixes with what is there, and one written over an earlier export replaces it without a word."""
+    from t2t_relpos import errors  # pylint: disable=import-outside-toplevel
+
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise errors.T2TRelposError(f"{path} is a file, not a directory to export into")
+    if os.path.isdir(path) and os.listdir(path):
+        raise errors.T2TRelposError(f"{path} exists and is not empty; remove it or name another --export_dir")
 
 
 def main(argv):  # pylint: disable=unused-argument

@@ -32,6 +32,10 @@ def average(model, paths):
     """Sets `model`'s weights to the mean of its weights in `paths` (accumulated in float64)."""
     if not paths:
         raise errors.T2TRelposError("no checkpoints to average")
+    named = [os.path.realpath(p) for p in paths]
+    twice = sorted({p for p in paths if named.count(os.path.realpath(p)) > 1})
+    if twice:  # Counted twice, it would weigh twice in the mean.
+        raise errors.T2TRelposError(f"checkpoint {twice[0]} is named twice; each checkpoint counts once")
     totals = None
     for path in paths:
         checkpoints.restore_model(model, path)
@@ -49,13 +53,43 @@ def write_averaged(model, source_dir, paths, averaged_dir):
     is copied along, with the names of the averaged checkpoints, so that
     `t2t-relpos-decoder --output_dir=<averaged_dir>` works and says what it decodes.
     """
+    check_target(source_dir, averaged_dir)
     tf.io.gfile.makedirs(averaged_dir)
     record = stored.load_record(source_dir)
     if record is not None:
         hp, problem, model_name = stored.load(source_dir)
         details = {k: v for k, v in record.items() if k not in ("hparams_set", "problem", "model", "hparams")}
-        details["averaged_checkpoints"] = [os.path.basename(p) for p in paths]
+        # Names relative to the run, so that the record says when a checkpoint came from elsewhere.
+        details["averaged_checkpoints"] = [_relative_to(p, source_dir) for p in paths]
         stored.save(averaged_dir, hp, problem, model_name, **details)
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), averaged_dir, max_to_keep=1,
                                          checkpoint_name=checkpoints.CHECKPOINT_NAME)
     return manager.save(checkpoint_number=checkpoints.step_of(paths[-1]))
+
+
+def check_target(source_dir, averaged_dir):
+    """Raises unless `averaged_dir` is new, empty or an earlier average (which the new one replaces).
+
+    A checkpoint manager in a run's directory would take its checkpoints for its own and delete them: averaging
+    into the run itself once replaced its newest checkpoint by weights without their optimizer.
+    """
+    if not tf.io.gfile.exists(averaged_dir):
+        return
+    if not tf.io.gfile.isdir(averaged_dir):
+        raise errors.T2TRelposError(f"--averaged_dir={averaged_dir} is a file, not a directory")
+    if os.path.realpath(averaged_dir) == os.path.realpath(source_dir):
+        raise errors.T2TRelposError(f"--averaged_dir={averaged_dir} is the run's own directory, whose checkpoints "
+                                    "the average would replace; name another (default: <output_dir>/averaged)")
+    if not tf.io.gfile.listdir(averaged_dir):
+        return
+    record = stored.load_record(averaged_dir)
+    if record is None or "averaged_checkpoints" not in record:
+        what = "a run" if tf.train.get_checkpoint_state(averaged_dir) else "files"
+        raise errors.T2TRelposError(f"--averaged_dir={averaged_dir} holds {what} of its own, not an earlier "
+                                    "average; name a new or empty directory")
+
+
+def _relative_to(path, run_dir):
+    """`path` relative to `run_dir` when it lies there (`ckpt-20`), else absolute."""
+    relative = os.path.relpath(os.path.realpath(path), os.path.realpath(run_dir))
+    return relative if not relative.startswith(os.pardir) else os.path.realpath(path)

@@ -3,9 +3,12 @@
 TensorFlow writes a checkpoint's files first and then atomically replaces the `checkpoint` index, so a run
 killed mid-save resumes from the previous checkpoint; the partial files it leaves (`*_temp*`) are removed
 at the next start. A checkpoint damaged afterwards (a full disk, a truncated copy) is skipped when training
-resumes, with a warning naming it; decoding or averaging it is an error that names its files.
+resumes, with a warning naming it; decoding or averaging it is an error that names its files. A checkpoint of
+another model (other shapes, weights missing or left over) is an error too, never loaded in part.
 """
 
+import contextlib
+import gc
 import glob
 import os
 import re
@@ -15,6 +18,7 @@ import tempfile
 from absl import logging
 from google.protobuf import text_format
 import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from t2t_relpos import errors
 
@@ -86,12 +90,24 @@ def restore_latest(checkpoint, directory, is_chief=True):
     paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
     unreadable = []
     for path in reversed(paths):
-        try:
-            checkpoint.restore(path).assert_existing_objects_matched()
-        except UNREADABLE as e:
-            unreadable.append(UnreadableCheckpointError(path, e))
-            logging.warning("%s; resuming from an older checkpoint", unreadable[-1])
-            continue
+        misfit = None
+        with _quiet_restore():
+            try:
+                checkpoint.restore(path).assert_existing_objects_matched()
+            except UNREADABLE as e:
+                unreadable.append(UnreadableCheckpointError(path, e))
+                logging.warning("%s; resuming from an older checkpoint", unreadable[-1])
+                continue
+            except (AssertionError, ValueError) as e:
+                misfit = _misfit(path, e)
+            gc.collect()
+        if misfit and "optimizer" not in _saved_children(path):
+            raise errors.T2TRelposError(
+                f"checkpoint {path} holds a model's weights only (an averaged checkpoint?), not a training "
+                "checkpoint with its optimizer: resume training from the run's own --output_dir")
+        if misfit:
+            raise misfit
+        _check_no_extra_weights(checkpoint.model, path)
         if unreadable and is_chief:
             _forget(directory, state, {u.path for u in unreadable}, path)
         return path
@@ -131,16 +147,77 @@ def restore_model(model, path):
     if tf.io.gfile.isdir(path) or not tf.io.gfile.exists(path + ".index"):
         raise errors.T2TRelposError(f"checkpoint {path} does not exist (a checkpoint is named by the prefix of "
                                     "its files, e.g. runs/x/ckpt-1000)")
+    misfit = None
+    with _quiet_restore():
+        try:
+            tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
+        except UNREADABLE as e:
+            raise UnreadableCheckpointError(path, e) from None
+        except (AssertionError, ValueError) as e:
+            misfit = _misfit(path, e)
+        gc.collect()
+    if misfit:
+        raise misfit
+    _check_no_extra_weights(model, path)
+
+
+@contextlib.contextmanager
+def _quiet_restore():
+    """TensorFlow's warnings off while a restore runs and its remains are freed: a restore that failed half-way
+    logs one line for every checkpoint value it did not reach (hundreds, after the error that says it all)."""
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")
     try:
-        tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
-    except UNREADABLE as e:
-        raise UnreadableCheckpointError(path, e) from None
-    except AssertionError as e:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _misfit(path, error):
+    """The error for a checkpoint whose weights are missing from the model or have other shapes."""
+    if isinstance(error, AssertionError):
         # The message lists every unmatched variable with its values: name a few instead.
-        names = re.findall(r"path=([^,\s]+)", str(e))
-        example = f", e.g. {', '.join(names[:2])}" if names else ""
-        raise errors.T2TRelposError(f"checkpoint {path} does not fit this run's model (weights missing from it"
-                                    f"{example}); was it written by another model?") from None
+        names = re.findall(r"path=([^,\s]+)", str(error))
+        what = "weights missing from it" + (f", e.g. {', '.join(names[:2])}" if names else "")
+    else:  # "Received incompatible tensor with shape (13, 32) when attempting to restore variable with shape ..."
+        what = _first_line(error).rstrip(".")
+    return errors.T2TRelposError(f"checkpoint {path} does not fit this run's model ({what}); was it written by "
+                                 "another model?")
+
+
+def _check_no_extra_weights(model, path):
+    """Raises when `path` holds more model weights than `model` has: restoring matches what the model asks
+    for and would silently drop the rest (a checkpoint of 6 layers would decode as a model of 4)."""
+    held, has = _saved_model_weights(path), len({id(w) for w in model.weights})
+    if held > has:
+        raise errors.T2TRelposError(f"checkpoint {path} does not fit this run's model: it holds {held} model "
+                                    f"weights, the model has {has}; was it written by a larger model?")
+
+
+def _object_graph(path):
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(tf.train.load_checkpoint(path).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    return graph
+
+
+def _saved_children(path):
+    """The names of the checkpoint's top-level objects (`model`, `optimizer`, `save_counter`)."""
+    return {child.local_name for child in _object_graph(path).nodes[0].children}
+
+
+def _saved_model_weights(path):
+    """How many variables of `path` belong to its `model` (found from it in the object graph: a training
+    checkpoint files them under the optimizer, which reached them first)."""
+    graph = _object_graph(path)
+    roots = [child.node_id for child in graph.nodes[0].children if child.local_name == "model"]
+    seen, stack = set(), roots
+    while stack:
+        node = stack.pop()
+        if node not in seen:
+            seen.add(node)
+            stack.extend(child.node_id for child in graph.nodes[node].children)
+    return sum(any(a.name == "VARIABLE_VALUE" for a in graph.nodes[node].attributes) for node in seen)
 
 
 def _remove(path):
