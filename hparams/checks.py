@@ -4,6 +4,8 @@ Types are checked by `HParams` itself; these are the ranges and the relations be
 divide the width), checked when a run's hparams are resolved, before anything is built or trained.
 """
 
+import math
+
 from t2t_relpos import errors
 
 _AT_LEAST_ONE = (
@@ -16,6 +18,10 @@ _AT_LEAST_ZERO = (
     "learning_rate_warmup_steps", "train_steps", "weight_decay", "clip_grad_norm", "alpha",
 )
 _RATES = ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "label_smoothing")
+# A learning rate of -1 trains by gradient ascent, without an error anywhere.
+_POSITIVE = ("learning_rate", "optimizer_adam_epsilon", "norm_epsilon", "initializer_gain")
+_AT_LEAST_ZERO_FLOATS = ("act_loss_weight",)
+_MOMENTS = ("optimizer_adam_beta1", "optimizer_adam_beta2")
 
 
 def check(hp):
@@ -24,18 +30,25 @@ def check(hp):
     def fail(name, wanted):
         raise errors.HParamsError(f"hparam {name!r} must be {wanted}, got {hp.get(name)!r}")
 
+    # Every test is written so that NaN fails it (every comparison with NaN is false).
+    for name, value in sorted(hp.values().items()):
+        if isinstance(value, float) and not math.isfinite(value):
+            fail(name, "a finite number")
     for name in _AT_LEAST_ONE:
-        if name in hp and hp.get(name) < 1:
+        if name in hp and not hp.get(name) >= 1:
             fail(name, ">= 1")
-    for name in _AT_LEAST_ZERO:
-        if name in hp and hp.get(name) < 0:
+    for name in _AT_LEAST_ZERO + _AT_LEAST_ZERO_FLOATS:
+        if name in hp and not hp.get(name) >= 0:
             fail(name, ">= 0")
-    for name in _RATES:
+    for name in _POSITIVE:
+        if name in hp and not hp.get(name) > 0:
+            fail(name, "> 0")
+    for name in _RATES + _MOMENTS:
         if name in hp and not 0.0 <= hp.get(name) < 1.0:
             fail(name, "in [0, 1)")
     if "act_epsilon" in hp and not 0.0 < hp.act_epsilon < 1.0:
         fail("act_epsilon", "in (0, 1)")
-    if "length_bucket_step" in hp and hp.length_bucket_step <= 1.0:
+    if "length_bucket_step" in hp and not hp.length_bucket_step > 1.0:
         fail("length_bucket_step", "> 1")
     if {"hidden_size", "num_heads"} <= set(hp.values()):
         per_head = [hp.get("attention_key_channels", 0), hp.get("attention_value_channels", 0)]

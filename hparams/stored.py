@@ -51,9 +51,14 @@ def load_record(output_dir):
         return None
     with tf.io.gfile.GFile(path) as f:
         try:
-            return json.load(f)
+            record = json.load(f)
         except json.JSONDecodeError as e:
             raise errors.HParamsError(f"{path} is not valid JSON ({e}); remove it or use a new --output_dir")
+    if not isinstance(record, dict) or not isinstance(record.get("hparams"), dict):
+        # E.g. tensor2tensor's own hparams.json, a flat dict of values.
+        raise errors.HParamsError(f"{path} is not a t2t-relpos run's description (it has no 'hparams' entry); "
+                                  "use a new --output_dir")
+    return record
 
 
 def check_vocabulary(output_dir, vocabulary, data_dir=None):
@@ -109,6 +114,9 @@ def resolve_for_run(output_dir, hparams_set=None, overrides="", gin_files=(), gi
     """
     stored = load(output_dir) if output_dir else None
     if stored is None:
+        if output_dir and tf.train.get_checkpoint_state(output_dir) is not None:
+            raise errors.HParamsError(f"{output_dir} holds checkpoints but no hparams.json, so not a run of "
+                                      "t2t-relpos-trainer that it could resume; use a new --output_dir")
         if not hparams_set:
             raise errors.HParamsError("--hparams_set is required for a new run")
         hp = resolve(hparams_set, overrides, gin_files, gin_params)

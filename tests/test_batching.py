@@ -235,3 +235,19 @@ def test_chunks_shuffled_within_give_the_same_examples_in_another_seeded_order()
     assert rows(shuffled) != rows(plain)
     assert [b["inputs"].tolist() for b in shuffled] == [b["inputs"].tolist() for b in run(True)]
     assert [b["inputs"].tolist() for b in shuffled] != [b["inputs"].tolist() for b in run(True, seed=6)]
+
+
+def test_a_stream_whose_examples_are_all_too_long_ends_in_an_error(monkeypatch):
+    # Repeated, such a stream used to spin for ever without a batch (the trainer then ignored SIGTERM). Here a
+    # finite stream: 3000 examples too long, then one that fits, which the stream used to batch in the end.
+    monkeypatch.setattr(batching, "STARVED_AFTER", 2000)
+    rows = [[2] * 9 + [1]] * 3000 + [[2, 1]]
+    examples = tf.data.Dataset.from_tensor_slices(tf.ragged.constant(rows, dtype=tf.int32)).map(
+        lambda x: {"inputs": x, "targets": x})
+    with pytest.raises(tf.errors.InvalidArgumentError, match="2000 examples in a row are longer than max_length=4"):
+        _batches(batching.batch_examples(examples, BUDGET, 4, drop_long=True, chunk_size=64))
+    # Kept when the stream does not drop long examples (evaluation), and under the limit.
+    assert len(_batches(batching.batch_examples(examples, BUDGET, 4, drop_long=False, chunk_size=64))) > 1
+    monkeypatch.setattr(batching, "STARVED_AFTER", 4000)
+    assert [b["inputs"].tolist() for b in _batches(batching.batch_examples(examples, BUDGET, 4, chunk_size=64))] \
+        == [[[2, 1]]]

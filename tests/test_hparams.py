@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import tensorflow as tf
 
 from t2t_relpos import errors
 from t2t_relpos import registry
@@ -110,6 +111,12 @@ def test_a_field_set_twice_is_refused():
     ("max_relative_position=-1", r"'max_relative_position' must be >= 0, got -1"),
     ("layer_prepostprocess_dropout=1.5", r"'layer_prepostprocess_dropout' must be in \[0, 1\)"),
     ("beam_size=0", r"'beam_size' must be >= 1"),
+    # Accepted before: -1 trained by gradient ascent, NaN saved a checkpoint of NaNs and then crashed.
+    ("learning_rate=-1", r"'learning_rate' must be > 0, got -1.0"),
+    ("learning_rate=nan", r"'learning_rate' must be a finite number, got nan"),
+    ("label_smoothing=nan", r"'label_smoothing' must be a finite number"),
+    ("optimizer_adam_beta2=1.0", r"'optimizer_adam_beta2' must be in \[0, 1\)"),
+    ("act_loss_weight=-0.5", r"'act_loss_weight' must be >= 0"),
 ])
 def test_resolved_hparams_that_cannot_build_a_model_name_the_field(overrides, pattern):
     with pytest.raises(errors.HParamsError, match=pattern):
@@ -231,3 +238,18 @@ def test_the_readme_is_true_to_the_sets():
     hp = registry.hparams("transformer_base")
     for fact in (f"d {hp.hidden_size}", f"FFN {hp.filter_size}", f"{hp.num_heads} heads"):
         assert fact in row, (fact, row)
+
+
+@pytest.mark.parametrize("text", ['{"hidden_size": 512, "num_heads": 8}', "{}", "[1, 2]"])
+def test_a_run_description_that_is_not_ours_is_one_error(tmp_path, text):
+    # tensor2tensor writes a flat hparams.json into its output directory; reading one was a KeyError.
+    (tmp_path / "hparams.json").write_text(text)
+    with pytest.raises(errors.HParamsError, match="is not a t2t-relpos run's description"):
+        stored.resolve_for_run(str(tmp_path), "transformer_tiny_rel")
+
+
+def test_checkpoints_without_a_run_description_are_not_taken_for_a_new_run(tmp_path):
+    # They were restored into whatever model the command asked for (or ended in a traceback).
+    tf.train.Checkpoint(v=tf.Variable(1.0)).save(str(tmp_path / "ckpt"))
+    with pytest.raises(errors.HParamsError, match="holds checkpoints but no hparams.json"):
+        stored.resolve_for_run(str(tmp_path), "transformer_tiny_rel", problem="p")

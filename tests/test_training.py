@@ -327,3 +327,38 @@ def test_freezing_a_layer_the_model_lacks_names_the_ones_it_has(tmp_path):
     hparams.parse("freeze_layers=[encoders]")
     with pytest.raises(errors.HParamsError, match=r"no top-level layer 'encoders'; it has .*encoder"):
         trainer_lib.Trainer(problem, hparams, str(tmp_path), verbose=False)
+
+
+def test_a_diverged_step_is_not_saved(tmp_path):
+    # Before, the step whose loss was NaN was saved first (a checkpoint of NaNs, the run's newest) and then
+    # ended in a FloatingPointError traceback.
+    problem = algorithmic.AlgorithmicReverseDecimal40(train_length=4, eval_length=4, num_eval_examples=16)
+    hparams = registry.hparams("transformer_cpu_rel")
+    hparams.parse("batch_size=128")
+    trainer = trainer_lib.Trainer(problem, hparams, str(tmp_path), seed=1, checkpoint_every=1, eval_every=0,
+                                  eval_steps=1, verbose=False)
+    trainer.train(2)
+    weight = trainer.model.trainable_weights[0]
+    weight.assign(np.full(weight.shape, np.nan, weight.dtype))
+    with pytest.raises(trainer_lib.TrainingDiverged, match=r"the loss became nan at step 3, which was not saved "
+                       r"\(the newest checkpoint, .*ckpt-2, is from before it\)"):
+        trainer.train(4)
+    assert checkpoints.step_of(tf.train.latest_checkpoint(str(tmp_path))) == 2
+
+    # Weights broken by an update whose loss was still finite are not saved either.
+    with pytest.raises(trainer_lib.TrainingDiverged, match="the weights stopped being finite at step 3"):
+        trainer._save(3)  # pylint: disable=protected-access
+    assert checkpoints.step_of(tf.train.latest_checkpoint(str(tmp_path))) == 2
+
+
+def test_max_length_shorter_than_every_example_is_an_error_not_a_hang(tmp_path, monkeypatch):
+    from t2t_relpos.data import batching  # pylint: disable=import-outside-toplevel
+
+    monkeypatch.setattr(batching, "STARVED_AFTER", 20000)  # Of 100000: the same error, sooner.
+    problem = algorithmic.AlgorithmicReverseDecimal40(train_length=4, eval_length=4, num_eval_examples=16)
+    hparams = registry.hparams("transformer_cpu_rel")
+    hparams.parse("batch_size=128,max_length=1")
+    trainer = trainer_lib.Trainer(problem, hparams, str(tmp_path), seed=1, eval_every=0, eval_steps=1,
+                                  verbose=False)
+    with pytest.raises(errors.HParamsError, match=r"no training example fits max_length=1: 20000 in a row"):
+        trainer.train(2)

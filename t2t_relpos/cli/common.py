@@ -136,7 +136,7 @@ def run(main, prog, doc, flag_modules, argv=None):
         try:
             remaining = FLAGS(args)
         except flags.Error as e:
-            fail(prog, f"{e}\n{prog}: see --help for the flags")
+            fail(prog, f"{e} (--help lists the flags)")
         if len(remaining) > 1:
             fail(prog, f"unexpected arguments: {' '.join(remaining[1:])} (flags are written --name=value)")
         return remaining

@@ -34,7 +34,8 @@ def define_flags():
     flags.DEFINE_integer("keep_checkpoint_max", 20, "Checkpoints to keep.", lower_bound=1)
     flags.DEFINE_integer("log_every", 100, "Steps between progress lines when not on a terminal.",
                          lower_bound=1)
-    flags.DEFINE_integer("seed", None, "Random seed for initialisation and data order.")
+    flags.DEFINE_integer("seed", None, "Random seed for initialisation and data order.", lower_bound=0,
+                         upper_bound=2**32 - 1)
     flags.DEFINE_boolean("registry_help", False, "List the registered problems, models and hparams sets.")
     flags.DEFINE_enum("distribution", "auto", ["auto", "one_device", "mirrored", "multi_worker"],
                       "auto: MirroredStrategy over all GPUs if several, else one device; multi_worker reads "
@@ -123,6 +124,10 @@ def train(strategy, hparams, problem, model_name):
         trainer.flush_summaries()
         common.fail("t2t-relpos-trainer", str(e), status=common.INTERRUPTED,
                     immediately=not strategy_lib.is_multi_worker(strategy))
+    except (trainer_lib.TrainingDiverged, trainer_lib.NoTrainingExamples) as e:
+        trainer.flush_summaries()  # The pipeline is stopped mid-stream, as above.
+        status = common.USAGE_ERROR if isinstance(e, errors.T2TRelposError) else common.FAILED
+        common.fail("t2t-relpos-trainer", str(e), status=status, immediately=not strategy_lib.is_multi_worker(strategy))
     except trainer_lib.WorkerLost as e:
         # The same input pipeline is left behind, and the shutdown barrier would wait for the lost worker.
         trainer.flush_summaries()

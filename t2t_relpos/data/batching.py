@@ -154,10 +154,15 @@ def batch_chunks(chunks, batch_size, max_length, min_length=8, length_bucket_ste
             order = (tf.random.shuffle(tf.range(count)) if seed is None else
                      tf.random.experimental.stateless_shuffle(tf.range(count), seed=[seed, index]))
             chunk = {name: tf.gather(rows, order) for name, rows in chunk.items()}
-        return _keep(chunk, _lengths(chunk) <= max_length) if drop_long else chunk
+        if not drop_long:
+            return chunk
+        fits = _lengths(chunk) <= max_length
+        return _keep(chunk, fits), tf.reduce_sum(tf.cast(tf.logical_not(fits), tf.int64))
 
     if shuffle_examples or drop_long:
         chunks = chunks.enumerate().map(prepare, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if drop_long:
+        chunks = _starvation_checked(chunks, max_length)
     # A last, empty chunk flags the end of a finite dataset: it flushes the partial batches.
     spec = chunks.element_spec
     end = {name: tf.RaggedTensor.from_row_lengths(tf.zeros([0], spec[name].dtype),
@@ -167,6 +172,29 @@ def batch_chunks(chunks, batch_size, max_length, min_length=8, length_bucket_ste
     batches = flagged.scan((_parts(end), tf.constant(0, tf.int64)), bucketer.step).unbatch()
     return batches.map(lambda batch: _padded(batch, scheme, pad_to_bucket_boundary),
                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+# A training stream that has dropped this many examples in a row as too long ends in an error: a repeated
+# stream where no example fits `max_length` would otherwise spin forever without a batch (or a way to stop it
+# but SIGKILL: the trainer waits in the input pipeline, where signals are not handled).
+STARVED_AFTER = 100_000
+STARVED_MESSAGE = "examples in a row are longer than max_length"
+
+
+def _starvation_checked(chunks, max_length):
+    """(kept examples, how many were dropped) chunks -> the kept examples' chunks, failing once
+    `STARVED_AFTER` examples in a row were dropped as too long."""
+    names = sorted(chunks.element_spec[0])
+
+    def count(dropped_in_a_row, element):
+        chunk, dropped = element
+        kept = tf.shape(chunk[names[0]].row_splits, out_type=tf.int64)[0] - 1
+        dropped_in_a_row = tf.where(kept > 0, dropped, dropped_in_a_row + dropped)
+        tf.debugging.assert_less(dropped_in_a_row, tf.constant(STARVED_AFTER, tf.int64),
+                                 message=f"{STARVED_AFTER} {STARVED_MESSAGE}={max_length}")
+        return dropped_in_a_row, chunk
+
+    return chunks.scan(tf.constant(0, tf.int64), count)
 
 
 def _lengths(chunk):

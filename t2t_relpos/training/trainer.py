@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from t2t_relpos import errors
 from t2t_relpos import registry
+from t2t_relpos.data import batching
 from t2t_relpos.data import pipeline
 from t2t_relpos.training import checkpoints
 from t2t_relpos.training import losses
@@ -52,6 +53,25 @@ class TrainingInterrupted(Exception):
                          "again to resume")
         self.step = step
         self.path = path
+
+
+class NoTrainingExamples(errors.HParamsError):
+    """Raised when the training stream drops every example as longer than `max_length` (it would never yield)."""
+
+    def __init__(self, max_length):
+        super().__init__(f"no training example fits max_length={max_length}: {batching.STARVED_AFTER} in a row were "
+                         "longer (an example's length counts its EOS); use a larger max_length in a new "
+                         "--output_dir")
+
+
+class TrainingDiverged(Exception):
+    """Raised when the loss or the weights stop being finite; the step that made them so is not saved."""
+
+    def __init__(self, step, what, latest):
+        saved = f"the newest checkpoint, {latest}, is from before it" if latest else "no checkpoint was written"
+        super().__init__(f"training diverged: {what} at step {step}, which was not saved ({saved}); a lower "
+                         "learning_rate or a clip_grad_norm in a new --output_dir may train")
+        self.step = step
 
 
 def build_model(hparams, problem, data_dir=None, model_name=None, dtype=None):
@@ -272,23 +292,28 @@ class Trainer:
                 stats = {k: float(v) for k, v in self._train_step(iterator).items()}
                 window.add(stats, time.perf_counter() - began)
                 step = self.step
+                if not math.isfinite(stats["loss_sum"]):
+                    raise TrainingDiverged(step, f"the loss became {stats['loss_sum']}",
+                                           self.manager.latest_checkpoint)
                 if self.is_chief and (step % self.log_every == 0 or step == train_steps):
                     self._write_summaries("train", window.latest(), step, learning_rate=self.learning_rate())
                 progress.update(step, window, self.learning_rate())
                 if self._stop_signal is not None:
-                    path = checkpoints.save(self.manager, step, self.is_chief)
+                    path = self._save(step)
                     raise TrainingInterrupted(step, path)
                 if step % self.checkpoint_every == 0 or step == train_steps:
-                    checkpoints.save(self.manager, step, self.is_chief)
+                    self._save(step)
                 if step == train_steps or (self.eval_every and step % self.eval_every == 0):
                     metrics = self.evaluate()
                     progress.note("eval " + _format(metrics))
-                if not math.isfinite(stats["loss_sum"]):
-                    raise FloatingPointError(f"loss became {stats['loss_sum']} at step {step}")
         except _PEER_ERRORS as e:  # In a step or a (collective) save.
             if not strategy_lib.is_multi_worker(self.strategy):
                 raise
             raise WorkerLost(self.step, e) from None
+        except tf.errors.InvalidArgumentError as e:
+            if batching.STARVED_MESSAGE not in e.message:
+                raise
+            raise NoTrainingExamples(self.hparams.max_length) from None
         finally:
             self._restore_signals(previous_handlers)
             progress.close()
@@ -371,6 +396,13 @@ class Trainer:
         with self._writers[kind].as_default(step=step):
             for name, value in {**values, **extra}.items():
                 tf.summary.scalar(name, value)
+
+    def _save(self, step):
+        """Saves a checkpoint of `step`, unless the weights are no longer finite (a loss can still be finite
+        after the update that broke them): a run must never resume from, decode or average such weights."""
+        if not all(bool(tf.reduce_all(tf.math.is_finite(w))) for w in self.model.trainable_weights):
+            raise TrainingDiverged(step, "the weights stopped being finite", self.manager.latest_checkpoint)
+        return checkpoints.save(self.manager, step, self.is_chief)
 
     def _catch_signals(self):
         """The first SIGINT/SIGTERM asks for a clean stop after the current step; a second one aborts."""
