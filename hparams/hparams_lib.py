@@ -289,7 +289,9 @@ def gin_bindings(files=(), bindings=()):
         try:
             gin.parse_config_files_and_bindings(list(files), list(bindings), finalize_config=False)
         except (ValueError, IOError, SyntaxError, NameError, KeyError) as e:
-            raise errors.HParamsError(f"gin config error: {e}") from None
+            # gin's message goes on to name the file and line, and to quote it: one line for all of it.
+            where = "; ".join(line.strip() for line in str(e).strip().splitlines())
+            raise errors.HParamsError(f"gin config error: {where}") from None
         return _bound_values()
 
 

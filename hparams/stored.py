@@ -9,6 +9,7 @@ tensor2tensor silently mixed a stored run with a different `--hparams_set`; here
 
 import json
 import os
+import re
 
 import tensorflow as tf
 
@@ -134,7 +135,13 @@ def resolve_for_run(output_dir, hparams_set=None, overrides="", gin_files=(), gi
         raise errors.HParamsError(f"{where} --model={stored_model}, not {model}; use a new --output_dir")
     if overrides or gin_files or gin_params:
         requested = resolve(stored_hp.hparams_set, overrides, gin_files, gin_params)
-        changed = [n for n in requested.diff(stored_hp) if n in requested]
+        # Only what this command sets: a value the stored run overrode and this command leaves alone is not a
+        # conflict (comparing whole sets once blamed it, "learning_rate=0.5 (asked 2.0)", on a command that
+        # never named it).
+        named = set(re.findall(r"(\w+)\s*=", overrides or "")) | {
+            name for binding in gin_params for name in re.findall(r"hparams\.(\w+)\s*=", binding)}
+        asked = named | set(requested.diff(resolve(stored_hp.hparams_set)))
+        changed = [n for n in requested.diff(stored_hp) if n in requested and n in asked]
         if changed:
             details = ", ".join(f"{n}={stored_hp.get(n)!r} (asked {requested.get(n)!r})" for n in changed)
             raise errors.HParamsError(

@@ -164,6 +164,14 @@ def test_gin_binding_of_unknown_field_is_named():
         stored.resolve("transformer_tiny", gin_params=["hparams.num_head = 2"])
 
 
+def test_a_gin_error_is_one_line():
+    # gin's own message runs over three lines (the error, where, the binding quoted).
+    with pytest.raises(errors.HParamsError) as raised:
+        stored.resolve("transformer_tiny", gin_params=["other.x = 3"])
+    assert "No configurable matching 'other'" in str(raised.value) and "other.x = 3" in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
 def test_gin_round_trip():
     hp = registry.hparams("transformer_big_rel").parse("hidden_size=256")
     from t2t_relpos.hparams import hparams_lib
@@ -204,6 +212,17 @@ def test_the_adaptive_sets_run_tensor2tensors_act():
                  "adaptive_universal_transformer_babi", "adaptive_universal_transformer_babi_rel"):
         assert registry.hparams(name).act_type == "basic", name
     assert registry.hparams("adaptive_universal_transformer_cpu_rel").act_type == "copy"
+
+
+def test_a_resumed_run_is_compared_only_on_what_the_command_sets(tmp_path):
+    stored.save(str(tmp_path), stored.resolve("transformer_tiny_rel", "filter_size=256"), "p", "transformer")
+    # Refused before, as "filter_size=256 (asked 512)", though the command says nothing of filter_size.
+    again, _, _ = stored.resolve_for_run(str(tmp_path), overrides="hidden_size=128")
+    assert again.filter_size == 256
+    with pytest.raises(errors.HParamsError, match=r"different hparams: filter_size=256 \(asked 512\); use"):
+        stored.resolve_for_run(str(tmp_path), overrides="hidden_size=128,filter_size=512")
+    with pytest.raises(errors.HParamsError, match=r"filter_size=256 \(asked 300\)"):
+        stored.resolve_for_run(str(tmp_path), gin_params=["hparams.filter_size = 300"])
 
 
 def test_a_different_set_for_a_stored_run_is_refused(tmp_path):
