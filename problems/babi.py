@@ -83,6 +83,14 @@ class BabiQa(problem.Problem):
 
         return self._cached(("vocab", data_dir), read)
 
+    def generate_data(self, data_dir, tmp_dir):
+        """Nothing to write: the problem reads the v1.2 text files in `data_dir` as they are. Checks that they
+        are there (a missing one is the trainer's one-line error, sooner) and says so."""
+        del tmp_dir
+        words, answers = self._vocabularies(data_dir)
+        print(f"{self.name}: the bAbI {self.subset} files in {data_dir} are readable ({len(words)} words, "
+              f"{len(answers)} answers); nothing to prepare")
+
     def feature_encoders(self, data_dir=None):
         words, answers = self._vocabularies(data_dir)
         return {"inputs": babi_text.BabiInputEncoder(words, self.layout, max_facts=self.story_facts),

@@ -596,3 +596,13 @@ def test_the_curriculum_runs_its_stages_in_a_chain_and_resumes(tmp_path, monkeyp
     table = curriculum.report(curriculum.parse_args(argv), curriculum.run(curriculum.parse_args(argv)), 1.0)
     assert logs == {name: os.path.getsize(os.path.join(work, name + ".log")) for name in names}  # Nothing rerun.
     assert table.count("\n| ") == 1 + 3 and "| 2     | 3 -> 4 " in table and "Adaptive UT 7.85 (5 failed)" in table
+
+
+def test_datagen_checks_the_files_instead_of_succeeding_on_nothing(tmp_path, capsys):
+    # It exited 0 on an empty --data_dir: the missing files surfaced only when training began.
+    result = run_tool("t2t-relpos-datagen", "--problem=babi_qa_facts_all_tasks_1k", f"--data_dir={tmp_path / 'none'}")
+    assert result.returncode == 2 and "qa1_single-supporting-fact_train.txt" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    data_dir = write_task_files(str(tmp_path / "data"))
+    registry.problem("babi_qa_facts_all_tasks_1k").generate_data(data_dir, None)
+    assert "are readable" in capsys.readouterr().out
