@@ -115,3 +115,21 @@ def test_the_tools_reuse_cpu_memory_unless_told_not_to(setting, reused):
     faults = float(result.stdout.split()[-1])
     pages = 64 * 2 ** 20 / 4096
     assert (faults < 0.05 * pages) if reused else (faults > 0.5 * pages), faults
+
+
+def test_overrides_the_run_will_not_read_are_named():
+    # They were ignored without a word: max_relative_position on a sinusoid set looks like relative attention.
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.cli import trainer  # pylint: disable=import-outside-toplevel
+
+    overrides = "max_relative_position=8,num_rec_steps=3,act_loss_weight=0.5,hidden_size=32"
+    lines = trainer.unread_overrides(registry.hparams("transformer_cpu").parse(overrides), "transformer", overrides)
+    assert [line.split(" ", 2)[1] for line in lines] == ["'act_loss_weight'", "'num_rec_steps'",
+                                                         "'max_relative_position'"], lines
+    assert "has no effect with position_encoding='sinusoid'" in lines[-1]
+    fixed = registry.hparams("universal_transformer_tiny").parse("act_max_steps=3")
+    assert trainer.unread_overrides(fixed, "universal_transformer", "act_max_steps=3") == [
+        "hparam 'act_max_steps' has no effect with recurrence_type='basic' (ACT: recurrence_type=act, as the "
+        "adaptive_* sets have)"]
+    assert not trainer.unread_overrides(registry.hparams("transformer_cpu_rel").parse(overrides.split(",", 1)[0]),
+                                        "transformer", "max_relative_position=8")

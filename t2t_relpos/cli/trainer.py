@@ -11,6 +11,8 @@ problem and model are reused; asking for different ones is an error). Ctrl-C sav
 """
 
 import os
+import re
+import sys
 
 from absl import flags
 
@@ -79,6 +81,8 @@ def main(argv):  # pylint: disable=unused-argument
     problem = registry.problem(problem_name)
     problem.check_hparams(hparams)  # Before the run is written: a fixed command must not meet the bad value again.
     registry.model(model_name)  # Fails early, with close matches, on an unknown name.
+    for line in unread_overrides(hparams, model_name, FLAGS.hparams):
+        print(f"t2t-relpos-trainer: warning: {line}", file=sys.stderr, flush=True)
     if not strategy_lib.is_chief(strategy) or "://" in FLAGS.output_dir:
         # Only the chief writes the run (the others follow it); remote file systems have no advisory locks.
         return train(strategy, hparams, problem, model_name)
@@ -89,6 +93,31 @@ def main(argv):  # pylint: disable=unused-argument
     except locks.LockedError as e:
         raise errors.T2TRelposError(f"another trainer is writing to --output_dir={FLAGS.output_dir} ({e}); wait "
                                     "for it to end, or use another --output_dir") from None
+
+
+_RELATIVE_ONLY = ("max_relative_position", "relative_keys", "relative_values", "heads_share_relative_embeddings")
+_ACT_ONLY = ("act_max_steps", "act_epsilon", "act_halting_bias_init", "act_type", "act_loss_weight")
+
+
+def unread_overrides(hparams, model_name, overrides):
+    """What to say of the `overrides` this run will not read, as tensor2tensor ignored them without a word:
+    another model's fields (`num_rec_steps` on a Transformer), relative-position fields with other positions,
+    ACT's fields with a fixed number of steps."""
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+
+    named = set(re.findall(r"(\w+)\s*=", overrides or ""))
+    read = set(registry.model(model_name).hparams_names())
+    models = set().union(*(registry.model(name).hparams_names() for name in registry.list_models()))
+    lines = [f"hparam {name!r} is not read by the {model_name} model: it has no effect"
+             for name in sorted(named & models - read)]
+    if hparams.get("position_encoding") != "relative":
+        lines += [f"hparam {name!r} has no effect with position_encoding={hparams.position_encoding!r} (relative "
+                  "positions: position_encoding=relative, as the *_rel sets have)"
+                  for name in sorted(named & read & set(_RELATIVE_ONLY))]
+    if "recurrence_type" in read and hparams.get("recurrence_type") != "act":
+        lines += [f"hparam {name!r} has no effect with recurrence_type={hparams.recurrence_type!r} (ACT: "
+                  "recurrence_type=act, as the adaptive_* sets have)" for name in sorted(named & read & set(_ACT_ONLY))]
+    return lines
 
 
 def train(strategy, hparams, problem, model_name):
