@@ -107,7 +107,8 @@ def restore_latest(checkpoint, directory, is_chief=True):
                 "checkpoint with its optimizer: resume training from the run's own --output_dir")
         if misfit:
             raise misfit
-        _check_no_extra_weights(checkpoint.model, path)
+        if getattr(checkpoint, "model", None) is not None:  # A run's checkpoint (tests restore others too).
+            _check_no_extra_weights(checkpoint.model, path)
         if unreadable and is_chief:
             _forget(directory, state, {u.path for u in unreadable}, path)
         return path
