@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -269,6 +270,39 @@ def test_resuming_skips_a_damaged_checkpoint_and_unlists_it(tmp_path):
             os.truncate(path, 3)
     with pytest.raises(errors.T2TRelposError, match="no checkpoint of .* is readable"):
         checkpoints.restore_latest(checkpoint, str(tmp_path))
+
+
+def _tiny_transformer(**overrides):
+    from t2t_relpos.models import Transformer  # pylint: disable=import-outside-toplevel
+
+    config = dict(input_vocab_size=13, target_vocab_size=13, hidden_size=16, filter_size=32, num_heads=2,
+                  num_encoder_layers=2, num_decoder_layers=2, position_encoding="relative", max_relative_position=3)
+    model = Transformer(**{**config, **overrides})
+    model.build()
+    return model
+
+
+def test_a_checkpoint_of_another_model_is_never_loaded_in_part(tmp_path, capfd):
+    # A larger model's checkpoint used to decode without a word (its extra layer dropped); one of other shapes
+    # ended in a traceback followed by hundreds of TensorFlow warnings, one per value the restore did not reach.
+    model = _tiny_transformer()
+    larger = tf.train.Checkpoint(model=_tiny_transformer(num_encoder_layers=3)).save(str(tmp_path / "larger"))
+    narrower = tf.train.Checkpoint(model=_tiny_transformer(hidden_size=8)).save(str(tmp_path / "narrower"))
+    with pytest.raises(errors.T2TRelposError, match=r"larger-1 does not fit this run's model: it holds \d+ model "
+                       r"weights, the model has \d+; was it written by a larger model\?"):
+        checkpoints.restore_model(model, larger)
+    with pytest.raises(errors.T2TRelposError, match=r"narrower-1 does not fit this run's model \(Received "
+                       r"incompatible tensor with shape"):
+        checkpoints.restore_model(model, narrower)
+    assert "could not be found" not in capfd.readouterr().err
+
+    # A model's weights alone (what averaging writes) are not a training checkpoint to resume from: that
+    # was a 134-line AssertionError.
+    tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(tmp_path / "averaged"), 1).save(20)
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(model.trainable_variables)
+    with pytest.raises(errors.T2TRelposError, match="holds a model's weights only .* not a training checkpoint"):
+        checkpoints.restore_latest(tf.train.Checkpoint(model=model, optimizer=optimizer), str(tmp_path / "averaged"))
 
 
 def test_the_progress_rate_is_tokens_over_time_not_a_median_of_step_rates():
