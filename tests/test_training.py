@@ -332,12 +332,19 @@ def test_the_step_compiled_with_xla_and_in_mixed_precision_matches_the_graph(tmp
     assert metrics["xla"]["accuracy"] == metrics["graph"]["accuracy"]
 
 
-def test_frozen_layers_keep_their_weights_while_the_rest_trains(tmp_path):
+def _small_trainer(tmp_path, overrides, **kwargs):
+    """A `transformer_cpu_rel` trainer of 4-digit reversal, evaluated once on one batch, seed 1."""
     problem = algorithmic.AlgorithmicReverseDecimal40(train_length=4, eval_length=4, num_eval_examples=16)
     hparams = registry.hparams("transformer_cpu_rel")
-    hparams.parse("batch_size=128,learning_rate_warmup_steps=10,freeze_layers=[encoder]")
-    trainer = trainer_lib.Trainer(problem, hparams, str(tmp_path), seed=1, checkpoint_every=5, eval_every=0,
-                                  eval_steps=1, verbose=False)
+    hparams.parse(overrides)
+    return trainer_lib.Trainer(problem, hparams, str(tmp_path), seed=1, eval_every=0, eval_steps=1, verbose=False,
+                               **kwargs)
+
+
+def test_frozen_layers_keep_their_weights_while_the_rest_trains(tmp_path):
+    problem = algorithmic.AlgorithmicReverseDecimal40(train_length=4, eval_length=4, num_eval_examples=16)
+    trainer = _small_trainer(tmp_path, "batch_size=128,learning_rate_warmup_steps=10,freeze_layers=[encoder]",
+                             checkpoint_every=5)
     names = {layer.name for layer in trainer.model.layers}
     assert "encoder" in names and "decoder" in names, names
     before = {v.path: v.numpy().copy() for v in trainer.model.weights}
@@ -366,11 +373,7 @@ def test_freezing_a_layer_the_model_lacks_names_the_ones_it_has(tmp_path):
 def test_a_diverged_step_is_not_saved(tmp_path):
     # Before, the step whose loss was NaN was saved first (a checkpoint of NaNs, the run's newest) and then
     # ended in a FloatingPointError traceback.
-    problem = algorithmic.AlgorithmicReverseDecimal40(train_length=4, eval_length=4, num_eval_examples=16)
-    hparams = registry.hparams("transformer_cpu_rel")
-    hparams.parse("batch_size=128")
-    trainer = trainer_lib.Trainer(problem, hparams, str(tmp_path), seed=1, checkpoint_every=1, eval_every=0,
-                                  eval_steps=1, verbose=False)
+    trainer = _small_trainer(tmp_path, "batch_size=128", checkpoint_every=1)
     trainer.train(2)
     weight = trainer.model.trainable_weights[0]
     weight.assign(np.full(weight.shape, np.nan, weight.dtype))
@@ -389,10 +392,6 @@ def test_max_length_shorter_than_every_example_is_an_error_not_a_hang(tmp_path, 
     from t2t_relpos.data import batching  # pylint: disable=import-outside-toplevel
 
     monkeypatch.setattr(batching, "STARVED_AFTER", 20000)  # Of 100000: the same error, sooner.
-    problem = algorithmic.AlgorithmicReverseDecimal40(train_length=4, eval_length=4, num_eval_examples=16)
-    hparams = registry.hparams("transformer_cpu_rel")
-    hparams.parse("batch_size=128,max_length=1")
-    trainer = trainer_lib.Trainer(problem, hparams, str(tmp_path), seed=1, eval_every=0, eval_steps=1,
-                                  verbose=False)
+    trainer = _small_trainer(tmp_path, "batch_size=128,max_length=1")
     with pytest.raises(errors.HParamsError, match=r"no training example fits max_length=1: 20000 in a row"):
         trainer.train(2)
