@@ -171,6 +171,11 @@ def _coerce(name, kind, value):
     return value
 
 
+def override_names(overrides):
+    """The field names an override string `name=value,...` sets (as `HParams.parse` reads it)."""
+    return {item.split("=", 1)[0].strip() for item in _split_items(overrides or "") if "=" in item}
+
+
 def _split_items(text):
     """Splits on commas that are not inside brackets or quotes."""
     items, depth, quote, current = [], 0, None, []

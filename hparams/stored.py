@@ -138,7 +138,7 @@ def resolve_for_run(output_dir, hparams_set=None, overrides="", gin_files=(), gi
         # Only what this command sets: a value the stored run overrode and this command leaves alone is not a
         # conflict (comparing whole sets once blamed it, "learning_rate=0.5 (asked 2.0)", on a command that
         # never named it).
-        named = set(re.findall(r"(\w+)\s*=", overrides or "")) | {
+        named = hparams_lib.override_names(overrides) | {
             name for binding in gin_params for name in re.findall(r"hparams\.(\w+)\s*=", binding)}
         asked = named | set(requested.diff(resolve(stored_hp.hparams_set)))
         changed = [n for n in requested.diff(stored_hp) if n in requested and n in asked]

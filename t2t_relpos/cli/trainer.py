@@ -11,7 +11,6 @@ problem and model are reused; asking for different ones is an error). Ctrl-C sav
 """
 
 import os
-import re
 import sys
 
 from absl import flags
@@ -103,9 +102,11 @@ def unread_overrides(hparams, model_name, overrides):
     """What to say of the `overrides` this run will not read, as tensor2tensor ignored them without a word:
     another model's fields (`num_rec_steps` on a Transformer), relative-position fields with other positions,
     ACT's fields with a fixed number of steps."""
-    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+    # pylint: disable=import-outside-toplevel
+    from t2t_relpos import registry
+    from t2t_relpos.hparams import hparams_lib
 
-    named = set(re.findall(r"(\w+)\s*=", overrides or ""))
+    named = hparams_lib.override_names(overrides)
     read = set(registry.model(model_name).hparams_names())
     models = set().union(*(registry.model(name).hparams_names() for name in registry.list_models()))
     lines = [f"hparam {name!r} is not read by the {model_name} model: it has no effect"

@@ -4,6 +4,7 @@ Averaging the last checkpoints of a run smooths out the noise of the final updat
 last 20 checkpoints of its big models.
 """
 
+import collections
 import os
 
 from absl import logging
@@ -32,8 +33,8 @@ def average(model, paths):
     """Sets `model`'s weights to the mean of its weights in `paths` (accumulated in float64)."""
     if not paths:
         raise errors.T2TRelposError("no checkpoints to average")
-    named = [os.path.realpath(p) for p in paths]
-    twice = sorted({p for p in paths if named.count(os.path.realpath(p)) > 1})
+    counts = collections.Counter(os.path.realpath(p) for p in paths)
+    twice = [p for p in paths if counts[os.path.realpath(p)] > 1]
     if twice:  # Counted twice, it would weigh twice in the mean.
         raise errors.T2TRelposError(f"checkpoint {twice[0]} is named twice; each checkpoint counts once")
     totals = None

@@ -7,7 +7,6 @@ resumes, with a warning naming it; decoding or averaging it is an error that nam
 another model (other shapes, weights missing or left over) is an error too, never loaded in part.
 """
 
-import contextlib
 import gc
 import glob
 import os
@@ -90,23 +89,18 @@ def restore_latest(checkpoint, directory, is_chief=True):
     paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
     unreadable = []
     for path in reversed(paths):
-        misfit = None
-        with _quiet_restore():
-            try:
-                checkpoint.restore(path).assert_existing_objects_matched()
-            except UNREADABLE as e:
-                unreadable.append(UnreadableCheckpointError(path, e))
-                logging.warning("%s; resuming from an older checkpoint", unreadable[-1])
-                continue
-            except (AssertionError, ValueError) as e:
-                misfit = _misfit(path, e)
-            gc.collect()
-        if misfit and "optimizer" not in _saved_children(path):
-            raise errors.T2TRelposError(
-                f"checkpoint {path} holds a model's weights only (an averaged checkpoint?), not a training "
-                "checkpoint with its optimizer: resume training from the run's own --output_dir")
-        if misfit:
-            raise misfit
+        try:
+            _restore(lambda path=path: checkpoint.restore(path).assert_existing_objects_matched(), path)
+        except UnreadableCheckpointError as e:
+            unreadable.append(e)
+            logging.warning("%s; resuming from an older checkpoint", e)
+            continue
+        except errors.T2TRelposError:  # Does not fit the model.
+            if "optimizer" not in _saved_children(path):
+                raise errors.T2TRelposError(
+                    f"checkpoint {path} holds a model's weights only (an averaged checkpoint?), not a training "
+                    "checkpoint with its optimizer: resume training from the run's own --output_dir") from None
+            raise
         if getattr(checkpoint, "model", None) is not None:  # A run's checkpoint (tests restore others too).
             _check_no_extra_weights(checkpoint.model, path)
         if unreadable and is_chief:
@@ -148,31 +142,37 @@ def restore_model(model, path):
     if tf.io.gfile.isdir(path) or not tf.io.gfile.exists(path + ".index"):
         raise errors.T2TRelposError(f"checkpoint {path} does not exist (a checkpoint is named by the prefix of "
                                     "its files, e.g. runs/x/ckpt-1000)")
+    _restore(lambda: tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched(),
+             path)
+    _check_no_extra_weights(model, path)
+
+
+def _restore(restore, path):
+    """Runs `restore()` of the checkpoint `path`.
+
+    Raises:
+        UnreadableCheckpointError: its files are truncated or corrupt.
+        T2TRelposError: it does not fit the model (weights missing, or of other shapes).
+    """
     misfit = None
-    with _quiet_restore():
+    logger = tf.get_logger()
+    level = logger.level
+    # A restore that failed half-way logs one warning for every value it did not reach when its remains are
+    # freed (hundreds, after the error that says it all): quiet until they are.
+    logger.setLevel("ERROR")
+    try:
         try:
-            tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
+            restore()
         except UNREADABLE as e:
             raise UnreadableCheckpointError(path, e) from None
         except (AssertionError, ValueError) as e:
             misfit = _misfit(path, e)
-        gc.collect()
-    if misfit:
-        raise misfit
-    _check_no_extra_weights(model, path)
-
-
-@contextlib.contextmanager
-def _quiet_restore():
-    """TensorFlow's warnings off while a restore runs and its remains are freed: a restore that failed half-way
-    logs one line for every checkpoint value it did not reach (hundreds, after the error that says it all)."""
-    logger = tf.get_logger()
-    level = logger.level
-    logger.setLevel("ERROR")
-    try:
-        yield
+        if misfit:
+            gc.collect()
     finally:
         logger.setLevel(level)
+    if misfit:
+        raise misfit
 
 
 def _misfit(path, error):
