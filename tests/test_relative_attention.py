@@ -306,7 +306,7 @@ def test_mixed_precision_masks_without_overflow(policy):
 
 
 def test_argument_validation():
-    with pytest.raises(ValueError, match="max_relative_position must be >= 0"):
+    with pytest.raises(ValueError, match="max_relative_position must be an integer >= 0"):
         make_layer(max_relative_position=-1)
     with pytest.raises(ValueError, match="exclusive"):
         make_layer(max_relative_position=2, num_edge_labels=3)

@@ -17,6 +17,8 @@ is `ops.slice_update` there.
 import keras
 from keras import ops
 
+from t2t_relpos.layers.checks import concrete
+
 
 def _in_xla_context():
     # There is no public API for "am I being traced for XLA?"; tf.function(jit_compile=True) traces inside an
@@ -30,6 +32,23 @@ def _in_xla_context():
     return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
+def _check_room(buffer, update, index, axis):
+    """Refuses a write past the buffer's end where the index is known (eager calls).
+
+    Inside `tf.function` / `jax.jit` the index is a traced value and this cannot be checked without a host
+    round trip per step; there XLA clamps the write into the buffer (the last positions are overwritten) and
+    TensorFlow's graph kernels raise. Size the cache for the longest output (`init_cache(..., max_length)`).
+    """
+    start = concrete(index)
+    size, count = buffer.shape[axis], update.shape[axis]
+    if start is None or size is None or count is None:
+        return
+    start = int(start)
+    if start < 0 or start + count > size:
+        raise ValueError(f"cannot write positions {start}..{start + count - 1} into a cache of {size} positions "
+                         "(init_cache with a larger max_length)")
+
+
 def write(buffer, update, index, axis):
     """`buffer` with `update` written at positions `index .. index + n - 1` of `axis` (n = update's size there).
 
@@ -39,10 +58,14 @@ def write(buffer, update, index, axis):
         index: int scalar (tensor or Python), the first position written.
         axis: the positions axis (non-negative).
 
+    Raises:
+        ValueError: in eager calls, when the positions written do not all fit in the buffer.
+
     Returns:
         The updated buffer (same shape). `buffer` itself is left as it was (unless nothing else refers to it,
         when TensorFlow may have reused its memory).
     """
+    _check_room(buffer, update, index, axis)
     rank = len(buffer.shape)
     if keras.backend.backend() != "tensorflow" or _in_xla_context():
         start = [0] * rank

@@ -7,25 +7,11 @@ from keras import ops
 import numpy as np
 
 from t2t_relpos.layers import cache_ops, relative_ops
-
-try:  # Keras keeps masks beside tensors that cannot carry attributes (JAX arrays).
-    from keras.src.backend import get_keras_mask as _keras_mask
-except ImportError:  # pragma: no cover
-    def _keras_mask(x):
-        return getattr(x, "_keras_mask", None)
+from t2t_relpos.layers.checks import check_int, check_shape, static_shape
+from t2t_relpos.layers.checks import concrete as _concrete
+from t2t_relpos.layers.checks import keras_mask as _keras_mask
 
 _MASKED_LOGIT = -1e9
-
-
-def _concrete(x):
-    """`x` as a numpy array when it holds values (eager execution), None inside a trace or compilation."""
-    if isinstance(x, np.ndarray):
-        return x
-    try:
-        return ops.convert_to_numpy(x)
-    except (TypeError, RuntimeError):  # Symbolic: TensorFlow raises NotImplementedError (a RuntimeError),
-        # JAX a TypeError.
-        return None
 
 # A single key (the first decoding step) is a legitimate softmax over one element.
 warnings.filterwarnings("ignore", message="You are using a softmax over axis -1 of a tensor of shape")
@@ -83,7 +69,9 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
         query_mask: bool `[B, Tq]`, False at padding (default: the query's Keras mask).
         value_mask: bool `[B, Tk]`, False at padded keys (default: the value's Keras mask).
         key_mask: bool `[B, Tk]`, like `value_mask`.
-        attention_mask: bool `[B, Tq, Tk]`, True where query i may attend to key j.
+        attention_mask: bool `[B, Tq, Tk]`, True where query i may attend to key j (any dimension may be 1, to
+            broadcast). Masks of another rank or size are refused: a key padding mask `[B, Tk]` is
+            `value_mask`.
         use_causal_mask: Mask keys at positions after the query's.
         edge_labels: int `[B, Tq, Tk]` relation labels in `[0, num_edge_labels)`, required with
             `num_edge_labels` and refused without it. Float labels are refused; labels out of range are an
@@ -92,6 +80,8 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
         cache: dict with `"key"` `[B, H, S, d_z]` and `"value"` `[B, H, S, d_v]` (heads first: a decoding
             step reads them as they are, without a transpose of the whole buffer).
         cache_index: int scalar, where the new keys/values go in `cache` (None: `cache` is precomputed).
+            Writing past the cache's end is an error in eager calls; inside `tf.function` / `jax.jit` it is
+            not checked, and XLA clamps the write (size the cache for the longest output).
         return_attention_scores: Also return the attention weights `[B, H, Tq, Tk]`.
         training: Enables dropout.
 
@@ -104,7 +94,7 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
     >>> import numpy as np
     >>> layer = RelationAwareMultiHeadAttention(num_heads=2, key_dim=8, max_relative_position=4)
     >>> x = np.random.rand(3, 7, 16).astype("float32")
-    >>> layer(x, use_causal_mask=True).shape
+    >>> tuple(layer(x, use_causal_mask=True).shape)
     (3, 7, 16)
 
     Attending over a labelled graph (say a dependency tree: 0 = no arc, 1 = head->dependent,
@@ -114,7 +104,7 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
     >>> labels = np.zeros((3, 7, 7), "int32")
     >>> labels[:, 0, 1], labels[:, 1, 0] = 1, 2
     >>> labels[:, range(7), range(7)] = 3
-    >>> graph(x, edge_labels=labels).shape
+    >>> tuple(graph(x, edge_labels=labels).shape)
     (3, 7, 16)
     """
 
@@ -124,16 +114,15 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
                  kernel_initializer="glorot_uniform", bias_initializer="zeros",
                  relative_initializer="glorot_uniform", seed=None, **kwargs):
         super().__init__(**kwargs)
-        if num_heads < 1 or key_dim < 1:
-            raise ValueError(f"num_heads and key_dim must be >= 1, got {num_heads} and {key_dim}")
-        if max_relative_position is not None and max_relative_position < 0:
-            raise ValueError(f"max_relative_position must be >= 0 or None, got {max_relative_position}")
-        if num_edge_labels is not None:
-            if max_relative_position is not None:
-                raise ValueError("max_relative_position and num_edge_labels are exclusive: relations are "
-                                 "either clipped distances or explicit edge labels")
-            if num_edge_labels < 1:
-                raise ValueError(f"num_edge_labels must be >= 1, got {num_edge_labels}")
+        num_heads = check_int("num_heads", num_heads, 1)
+        key_dim = check_int("key_dim", key_dim, 1)
+        value_dim = check_int("value_dim", value_dim, 1, allow_none=True)
+        output_dim = check_int("output_dim", output_dim, 1, allow_none=True)
+        max_relative_position = check_int("max_relative_position", max_relative_position, 0, allow_none=True)
+        num_edge_labels = check_int("num_edge_labels", num_edge_labels, 1, allow_none=True)
+        if num_edge_labels is not None and max_relative_position is not None:
+            raise ValueError("max_relative_position and num_edge_labels are exclusive: relations are "
+                             "either clipped distances or explicit edge labels")
         self.num_heads = num_heads
         self.key_dim = key_dim
         self.value_dim = value_dim or key_dim
@@ -151,6 +140,11 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
         self.seed = seed
         self.dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
         self.supports_masking = True
+
+    @property
+    def _softmax_dtype(self):
+        """Masking and softmax in float32 at least: no overflow in 16 bits, full precision in float64."""
+        return "float64" if self.compute_dtype == "float64" else "float32"
 
     @property
     def num_relations(self):
@@ -208,6 +202,9 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
 
     def compute_key_value(self, value, key=None):
         """Projected keys and values of `value` (and `key`), to reuse across calls as a static `cache`."""
+        if not self.built:
+            raise ValueError(f"{self.name} has no weights yet: call it once, or build it with "
+                             "`build(query_shape, value_shape)`, before compute_key_value")
         key = value if key is None else key
         return {"key": self._project(key, self._key, self.key_dim),
                 "value": self._project(value, self._value, self.value_dim)}
@@ -234,6 +231,7 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
             raise ValueError("this layer was built with num_edge_labels; pass edge_labels [B, Tq, Tk]")
         if edge_labels is not None:
             edge_labels = self._checked_edge_labels(edge_labels)
+        self._check_shapes(query, value, cache, query_mask, value_mask, key_mask, attention_mask, edge_labels)
 
         q = self._project(query, self._query, self.key_dim)
         if cache is not None and cache_index is None:
@@ -260,7 +258,7 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
 
         mask = self._combined_mask(query_mask, value_mask, key_mask, attention_mask, use_causal_mask,
                                    query_positions, num_keys, written=cache_index is not None)
-        logits = ops.cast(logits, "float32")  # Masking and softmax in float32: no fp16 overflow.
+        logits = ops.cast(logits, self._softmax_dtype)
         if mask is not None:
             logits = ops.where(mask[:, None], logits, _MASKED_LOGIT)
         scores = ops.cast(ops.softmax(logits, axis=-1), self.compute_dtype)
@@ -289,6 +287,26 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
         if cache is not None:
             results.append(cache)
         return results[0] if len(results) == 1 else tuple(results)
+
+    @staticmethod
+    def _check_shapes(query, value, cache, query_mask, value_mask, key_mask, attention_mask, edge_labels):
+        """Refuses masks and labels of another shape than the call's, where shapes are static.
+
+        An `attention_mask` of another rank could broadcast into a valid but different mask (a `[B, Tk]`
+        padding mask over a batch of Tq examples would give query i the padding of example i).
+        """
+        batch, num_queries = static_shape(query)[:2]
+        num_keys = static_shape(cache["key"])[2] if cache is not None else static_shape(value)[1]
+        for name, mask, length in (("query_mask", query_mask, ("Tq", num_queries)),
+                                   ("value_mask", value_mask, ("Tk", num_keys)),
+                                   ("key_mask", key_mask, ("Tk", num_keys))):
+            if mask is not None:
+                check_shape(name, mask, [("B", batch), length], broadcast=True)
+        if attention_mask is not None:
+            check_shape("attention_mask", attention_mask, [("B", batch), ("Tq", num_queries), ("Tk", num_keys)],
+                        broadcast=True, hint="a padding mask of the keys [B, Tk] is `value_mask`")
+        if edge_labels is not None:
+            check_shape("edge_labels", edge_labels, [("B", batch), ("Tq", num_queries), ("Tk", num_keys)])
 
     def _checked_edge_labels(self, labels):
         """Refuses labels this layer cannot read; their range only where that costs nothing (eager calls).
