@@ -3,11 +3,8 @@
 import keras
 from keras import ops
 
-try:  # Keras keeps masks beside tensors that cannot carry attributes (JAX arrays).
-    from keras.src.backend import get_keras_mask as _keras_mask
-except ImportError:  # pragma: no cover
-    def _keras_mask(x):
-        return getattr(x, "_keras_mask", None)
+from t2t_relpos.layers.checks import check_int
+from t2t_relpos.layers.checks import keras_mask as _keras_mask
 
 # How halted positions and the output behave (see `AdaptiveComputationTime`).
 ACT_TYPES = ("copy", "basic")
@@ -71,8 +68,7 @@ class AdaptiveComputationTime(keras.layers.Layer):
     def __init__(self, max_steps, epsilon=0.01, halting_bias_init=1.0, kernel_initializer="glorot_uniform",
                  act_type="copy", **kwargs):
         super().__init__(**kwargs)
-        if max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        max_steps = check_int("max_steps", max_steps, 1)
         if act_type not in ACT_TYPES:
             raise ValueError(f"act_type must be one of {ACT_TYPES}, got {act_type!r}")
         self.act_type = act_type
@@ -91,21 +87,27 @@ class AdaptiveComputationTime(keras.layers.Layer):
     def build(self, states_shape, padding_mask_shape=None):
         self.halting_unit.build(states_shape)
 
+    @property
+    def _accumulation_dtype(self):
+        """Halting and the output mix are computed in float32 at least (float64 in a float64 layer)."""
+        return "float64" if self.compute_dtype == "float64" else "float32"
+
     def halting_probability(self, step_inputs):
-        """p = sigmoid(w . x + b): `[B, L, D]` -> float32 `[B, L]`."""
-        return ops.cast(self.halting_unit(step_inputs)[..., 0], "float32")
+        """p = sigmoid(w . x + b): `[B, L, D]` -> float32 `[B, L]` (float64 in a float64 layer)."""
+        return ops.cast(self.halting_unit(step_inputs)[..., 0], self._accumulation_dtype)
 
     def call(self, states, step_fn, padding_mask=None, halt_early=False):
         if padding_mask is None:
             padding_mask = _keras_mask(states)
         shape = ops.shape(states)
+        dtype = self._accumulation_dtype
         if padding_mask is None:
-            running = ops.ones(shape[:2], "float32")
+            running = ops.ones(shape[:2], dtype)
         else:
-            running = ops.cast(padding_mask, "float32")
+            running = ops.cast(padding_mask, dtype)
         zeros = ops.zeros_like(running)
-        # (states, running, cumulative, n_updates, remainders, output); output accumulates in float32.
-        carry = (states, running, zeros, zeros, zeros, ops.zeros(shape, "float32"))
+        # (states, running, cumulative, n_updates, remainders, output); output accumulates in float32 or more.
+        carry = (states, running, zeros, zeros, zeros, ops.zeros(shape, dtype))
         if halt_early:
             def cond(step, *carry):
                 return ops.logical_and(step < self.max_steps, ops.any(carry[1] > 0))
@@ -119,6 +121,7 @@ class AdaptiveComputationTime(keras.layers.Layer):
             for step in range(self.max_steps):
                 carry = self._step(step, step == self.max_steps - 1, carry, step_fn)
         states, _, _, n_updates, remainders, output = carry
+        n_updates, remainders = ops.cast(n_updates, "float32"), ops.cast(remainders, "float32")
         return {"output": ops.cast(output, states.dtype), "ponder_times": n_updates + remainders,
                 "n_updates": n_updates, "remainders": remainders}
 
@@ -127,7 +130,7 @@ class AdaptiveComputationTime(keras.layers.Layer):
         states, running, cumulative, n_updates, remainders, output = carry
         step_inputs, candidates = step_fn(step, states)
         p = self.halting_probability(step_inputs)
-        over = running * ops.cast(cumulative + p > 1.0 - self.epsilon, "float32")
+        over = running * ops.cast(cumulative + p > 1.0 - self.epsilon, running.dtype)
         # At the last step whoever is still running is forced to halt, and gets its remainder.
         if isinstance(is_last, bool):
             halts = running if is_last else over
@@ -138,10 +141,10 @@ class AdaptiveComputationTime(keras.layers.Layer):
         weight = continues * p + remainder
         if self.act_type == "basic":
             states = candidates
-            output = weight[..., None] * ops.cast(states, "float32") + (1.0 - weight[..., None]) * output
+            output = weight[..., None] * ops.cast(states, output.dtype) + (1.0 - weight[..., None]) * output
         else:
             states = ops.where(running[..., None] > 0, candidates, states)
-            output = output + weight[..., None] * ops.cast(states, "float32")
+            output = output + weight[..., None] * ops.cast(states, output.dtype)
         return (states, continues, cumulative + weight, n_updates + running, remainders + remainder, output)
 
     def compute_mask(self, states, mask=None):

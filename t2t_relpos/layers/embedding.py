@@ -9,7 +9,16 @@ class TokenEmbedding(keras.layers.Layer):
     """Embeds ids as `E[id] * sqrt(hidden_size)`; `logits(x)` multiplies by `E^T` (tied softmax).
 
     The matrix is initialised with standard deviation `hidden_size ** -0.5`, so scaled embeddings start with
-    unit variance, as in tensor2tensor. Padding (id 0) embeds to zeros.
+    unit variance, as in tensor2tensor. Padding (`pad_id`) embeds to zeros.
+
+    Args:
+        vocab_size: Number of ids.
+        hidden_size: Width of the embeddings.
+        pad_id: The padding id.
+        mask_padding: Give the output a Keras mask, False at `pad_id`, so that layers reading Keras masks
+            (`TransformerEncoder`, `RelationAwareMultiHeadAttention`, ...) leave padding out without a
+            `padding_mask`. Off by default, as in `keras.layers.Embedding`: a decoder's right-shifted targets
+            start with the pad id, and that position is not padding.
 
     Call arguments:
         ids: int `[B, T]`.
@@ -22,15 +31,16 @@ class TokenEmbedding(keras.layers.Layer):
     >>> import numpy as np
     >>> embed = TokenEmbedding(vocab_size=12, hidden_size=8)
     >>> x = embed(np.array([[3, 4, 0]]))
-    >>> embed.logits(x).shape
+    >>> tuple(embed.logits(x).shape)
     (1, 3, 12)
     """
 
-    def __init__(self, vocab_size, hidden_size, pad_id=0, **kwargs):
+    def __init__(self, vocab_size, hidden_size, pad_id=0, mask_padding=False, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.pad_id = pad_id
+        self.mask_padding = mask_padding
 
     def build(self, input_shape=None):
         self.embeddings = self.add_weight(
@@ -42,6 +52,9 @@ class TokenEmbedding(keras.layers.Layer):
         keep = ops.cast(ops.not_equal(ids, self.pad_id), x.dtype)[..., None]
         return x * ops.cast(self.hidden_size ** 0.5, x.dtype) * keep
 
+    def compute_mask(self, ids, mask=None):
+        return ops.not_equal(ids, self.pad_id) if self.mask_padding else None
+
     def logits(self, x):
         """`[B, T, hidden_size]` -> `[B, T, vocab_size]`."""
         return ops.matmul(x, ops.transpose(ops.cast(self.embeddings, x.dtype)))
@@ -51,5 +64,6 @@ class TokenEmbedding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"vocab_size": self.vocab_size, "hidden_size": self.hidden_size, "pad_id": self.pad_id})
+        config.update({"vocab_size": self.vocab_size, "hidden_size": self.hidden_size, "pad_id": self.pad_id,
+                       "mask_padding": self.mask_padding})
         return config

@@ -2,6 +2,7 @@
 
 import keras
 
+from t2t_relpos.layers.checks import check_int, check_positive, keras_mask
 from t2t_relpos.layers.relative_attention import RelationAwareMultiHeadAttention
 
 
@@ -57,6 +58,12 @@ class _BlockBase(keras.layers.Layer):
                  heads_share_relative_embeddings=False, dropout=0.0, attention_dropout=0.0, relu_dropout=0.0,
                  norm_position="post", norm_epsilon=1e-6, kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
+        hidden_size = check_int("hidden_size", hidden_size, 1)
+        num_heads = check_int("num_heads", num_heads, 1)
+        filter_size = check_int("filter_size", filter_size, 1)
+        key_dim = check_int("key_dim", key_dim, 1, allow_none=True)
+        value_dim = check_int("value_dim", value_dim, 1, allow_none=True)
+        check_positive("norm_epsilon", norm_epsilon)
         if hidden_size % num_heads and not (key_dim and value_dim):
             raise ValueError(f"hidden_size {hidden_size} is not divisible by num_heads {num_heads}")
         self.hidden_size = hidden_size
@@ -154,7 +161,7 @@ class TransformerEncoderBlock(_BlockBase):
 
     >>> import numpy as np
     >>> block = TransformerEncoderBlock(hidden_size=16, num_heads=2, filter_size=32, max_relative_position=4)
-    >>> block(np.random.rand(2, 5, 16).astype("float32")).shape
+    >>> tuple(block(np.random.rand(2, 5, 16).astype("float32")).shape)
     (2, 5, 16)
     """
 
@@ -173,7 +180,7 @@ class TransformerEncoderBlock(_BlockBase):
 
     def call(self, x, padding_mask=None, edge_labels=None, training=None):
         if padding_mask is None:
-            padding_mask = getattr(x, "_keras_mask", None)
+            padding_mask = keras_mask(x)
 
         def attend(h):
             return self.self_attention(h, query_mask=padding_mask, value_mask=padding_mask,
@@ -191,7 +198,7 @@ class TransformerDecoderBlock(_BlockBase):
     Call arguments:
         x: `[B, T, hidden_size]` decoder states.
         encoder_output: `[B, S, hidden_size]`, or None when `cross_cache` holds its keys and values.
-        encoder_mask: bool `[B, S]`, False at source padding.
+        encoder_mask: bool `[B, S]`, False at source padding (default: the Keras mask of `encoder_output`).
         self_cache: this block's self-attention cache (`init_cache`) for incremental decoding.
         cross_cache: precomputed encoder keys/values (`compute_cross_cache`).
         cache_index: int scalar, the position of x's first step (with `self_cache`).
@@ -204,7 +211,7 @@ class TransformerDecoderBlock(_BlockBase):
     >>> import numpy as np
     >>> block = TransformerDecoderBlock(hidden_size=16, num_heads=2, filter_size=32, max_relative_position=4)
     >>> memory = np.random.rand(2, 7, 16).astype("float32")
-    >>> block(np.random.rand(2, 5, 16).astype("float32"), memory).shape
+    >>> tuple(block(np.random.rand(2, 5, 16).astype("float32"), memory).shape)
     (2, 5, 16)
     """
 
@@ -228,6 +235,9 @@ class TransformerDecoderBlock(_BlockBase):
         return self.self_attention.init_cache(batch_size, max_length, dtype)
 
     def compute_cross_cache(self, encoder_output):
+        """The encoder's keys and values for `cross_cache` (building the block first if it has no weights)."""
+        if not self.built:
+            self.build((None, None, self.hidden_size), (None, None, encoder_output.shape[-1]))
         return self.cross_attention.compute_key_value(encoder_output)
 
     def attend_encoder(self, h, encoder_output, encoder_mask, cross_cache, training):

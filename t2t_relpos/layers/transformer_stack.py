@@ -6,6 +6,7 @@ They take embedded tokens, so they compose with any embedding: e.g. a text class
 
 import keras
 
+from t2t_relpos.layers.checks import check_int, keras_mask
 from t2t_relpos.layers.position import SinusoidalPositionEncoding
 from t2t_relpos.layers.transformer_block import TransformerDecoderBlock, TransformerEncoderBlock
 
@@ -15,16 +16,29 @@ POSITION_ENCODINGS = ("sinusoid", "relative", "both", "none")
 def block_arguments(position_encoding, kernel_initializer, **kwargs):
     """A stack's arguments for its blocks: (their serialisable form for `get_config`, the form to build with).
 
-    Blocks get relation tables only when `position_encoding` is "relative" or "both".
+    Blocks get relation tables only when `position_encoding` is "relative" or "both"; with "sinusoid" or
+    "none", `max_relative_position` is not read (as an hparam that a set does not use).
     """
     if position_encoding not in POSITION_ENCODINGS:
         raise ValueError(f"position_encoding must be one of {POSITION_ENCODINGS}, got {position_encoding!r}")
+    if position_encoding in ("relative", "both") and kwargs.get("max_relative_position") is None:
+        raise ValueError(f"position_encoding={position_encoding!r} needs a clipping distance "
+                         "max_relative_position >= 0 (None would give the model no positions)")
     config = {**kwargs,
               "kernel_initializer": keras.initializers.serialize(keras.initializers.get(kernel_initializer))}
     built = dict(config)
     if position_encoding not in ("relative", "both"):
         built["max_relative_position"] = None
     return config, built
+
+
+def source_mask(encoder_output, encoder_mask=None):
+    """A decoder cache's source mask: `encoder_mask`, else the Keras mask of `encoder_output`, else all True."""
+    if encoder_mask is None:
+        encoder_mask = keras_mask(encoder_output)
+    if encoder_mask is None:
+        encoder_mask = keras.ops.ones(keras.ops.shape(encoder_output)[:2], "bool")
+    return encoder_mask
 
 
 class _StackBase(keras.layers.Layer):
@@ -43,7 +57,7 @@ class _StackBase(keras.layers.Layer):
                  attention_dropout=0.0, relu_dropout=0.0, norm_position="post", norm_epsilon=1e-6,
                  kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        self.num_layers = num_layers
+        self.num_layers = check_int("num_layers", num_layers, 1)
         self.position_encoding = position_encoding
         self.block_kwargs, block_kwargs = block_arguments(
             position_encoding, hidden_size=hidden_size, num_heads=num_heads, filter_size=filter_size,
@@ -100,7 +114,7 @@ class TransformerEncoder(_StackBase):
     >>> import numpy as np
     >>> encoder = TransformerEncoder(num_layers=2, hidden_size=16, num_heads=2, filter_size=32,
     ...                              position_encoding="relative", max_relative_position=4)
-    >>> encoder(np.random.rand(2, 5, 16).astype("float32")).shape
+    >>> tuple(encoder(np.random.rand(2, 5, 16).astype("float32")).shape)
     (2, 5, 16)
     """
 
@@ -118,7 +132,7 @@ class TransformerEncoder(_StackBase):
 
     def call(self, x, padding_mask=None, training=None):
         if padding_mask is None:
-            padding_mask = getattr(x, "_keras_mask", None)
+            padding_mask = keras_mask(x)
         x = self._prepare(x, 0, training)
         for block in self.blocks:
             x = block(x, padding_mask=padding_mask, training=training)
@@ -132,7 +146,7 @@ class TransformerDecoder(_StackBase):
     Call arguments:
         y: `[B, T, hidden_size]` embedded (right-shifted) targets.
         encoder_output: `[B, S, hidden_size]`; may be None when `cache` is given.
-        encoder_mask: bool `[B, S]`.
+        encoder_mask: bool `[B, S]`, False at source padding (default: the Keras mask of `encoder_output`).
         cache: from `init_cache`, for incremental decoding; then `cache_index` is the position of y's first
             step, and the updated cache is returned too.
 
@@ -146,7 +160,7 @@ class TransformerDecoder(_StackBase):
     >>> memory = np.random.rand(2, 7, 16).astype("float32")
     >>> cache = decoder.init_cache(memory, max_length=10)
     >>> y, cache = decoder(np.zeros((2, 1, 16), "float32"), None, cache=cache, cache_index=0)
-    >>> y.shape
+    >>> tuple(y.shape)
     (2, 1, 16)
     """
 
@@ -159,10 +173,15 @@ class TransformerDecoder(_StackBase):
             self.final_norm.build(y_shape)
 
     def init_cache(self, encoder_output, max_length, encoder_mask=None):
-        """Empty self-attention buffers of `max_length` steps and the encoder's keys/values, per layer."""
+        """Empty self-attention buffers of `max_length` steps and the encoder's keys/values, per layer.
+
+        `encoder_mask` defaults to the Keras mask of `encoder_output`, else no source padding.
+        """
+        if not self.built:  # The encoder's keys/values need the cross-attention weights.
+            width = encoder_output.shape[-1]
+            self.build((None, None, self.block_kwargs["hidden_size"]), (None, None, width))
         batch = keras.ops.shape(encoder_output)[0]
-        if encoder_mask is None:
-            encoder_mask = keras.ops.ones(keras.ops.shape(encoder_output)[:2], "bool")
+        encoder_mask = source_mask(encoder_output, encoder_mask)
         return {
             "encoder_mask": encoder_mask,
             "self": [block.init_cache(batch, max_length) for block in self.blocks],
@@ -172,6 +191,8 @@ class TransformerDecoder(_StackBase):
     def call(self, y, encoder_output=None, encoder_mask=None, cache=None, cache_index=None, training=None):
         if cache is not None:
             encoder_mask = cache["encoder_mask"]
+        elif encoder_mask is None:
+            encoder_mask = keras_mask(encoder_output)
         y = self._prepare(y, 0 if cache_index is None else cache_index, training)
         new_self = []
         for i, block in enumerate(self.blocks):

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from t2t_relpos.layers import cache_ops
+from t2t_relpos.layers.checks import keras_mask
 
 
 @keras.saving.register_keras_serializable(package="t2t_relpos")
@@ -38,7 +39,7 @@ class SeparableConvTransition(keras.layers.Layer):
 
     Call arguments:
         x: `[B, T, hidden_size]`.
-        padding_mask: bool `[B, T]`, False at padding.
+        padding_mask: bool `[B, T]`, False at padding (default: the Keras mask of x).
         cache: dict `{"inner": [B, S + first - 1, hidden_size], "outer": [B, S + second - 1, filter_size]}`
             from `init_cache`.
         cache_index: int scalar, the position of x's first step (with `cache`).
@@ -50,7 +51,7 @@ class SeparableConvTransition(keras.layers.Layer):
 
     >>> import numpy as np
     >>> transition = SeparableConvTransition(hidden_size=16, filter_size=32, causal=True)
-    >>> transition(np.random.rand(2, 5, 16).astype("float32")).shape
+    >>> tuple(transition(np.random.rand(2, 5, 16).astype("float32")).shape)
     (2, 5, 16)
     """
 
@@ -119,6 +120,8 @@ class SeparableConvTransition(keras.layers.Layer):
     def call(self, x, padding_mask=None, cache=None, cache_index=None, training=None):
         if cache is not None and (not self.causal or cache_index is None):
             raise ValueError("a transition cache needs causal=True and cache_index")
+        if padding_mask is None:
+            padding_mask = keras_mask(x)
         keep = None if padding_mask is None else ops.cast(padding_mask, x.dtype)[..., None]
         if keep is not None:
             x = x * keep

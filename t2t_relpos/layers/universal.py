@@ -16,9 +16,10 @@ trained vector per step (`step_timing_signal_type="learned"`, tensor2tensor's de
 import keras
 from keras import ops
 
-from t2t_relpos.layers.act import AdaptiveComputationTime
+from t2t_relpos.layers.act import ACT_TYPES, AdaptiveComputationTime
+from t2t_relpos.layers.checks import check_int, keras_mask
 from t2t_relpos.layers.position import SinusoidalPositionEncoding, StepEncoding
-from t2t_relpos.layers.transformer_stack import block_arguments
+from t2t_relpos.layers.transformer_stack import block_arguments, source_mask
 from t2t_relpos.layers.universal_block import TRANSITION_TYPES, UniversalDecoderBlock, UniversalEncoderBlock
 
 RECURRENCE_TYPES = ("basic", "act")
@@ -55,8 +56,13 @@ class _UniversalBase(keras.layers.Layer):
             raise ValueError(f"transition_type must be one of {TRANSITION_TYPES}, got {transition_type!r}")
         if recurrence_type not in RECURRENCE_TYPES:
             raise ValueError(f"recurrence_type must be one of {RECURRENCE_TYPES}, got {recurrence_type!r}")
-        if num_rec_steps < 1:
-            raise ValueError(f"num_rec_steps must be >= 1, got {num_rec_steps}")
+        num_rec_steps = check_int("num_rec_steps", num_rec_steps, 1)
+        # ACT's arguments are checked whatever the recurrence: they are part of the config either way.
+        act_max_steps = check_int("act_max_steps", act_max_steps, 1)
+        if act_type not in ACT_TYPES:
+            raise ValueError(f"act_type must be one of {ACT_TYPES}, got {act_type!r}")
+        if not 0.0 <= act_epsilon < 1.0:
+            raise ValueError(f"act_epsilon must be in [0, 1), got {act_epsilon}")
         self.num_rec_steps = num_rec_steps
         self.position_encoding = position_encoding
         self.recurrence_type = recurrence_type
@@ -189,7 +195,7 @@ class UniversalTransformerEncoder(_UniversalBase):
 
     def call(self, x, padding_mask=None, training=None, return_ponder_times=False):
         if padding_mask is None:
-            padding_mask = getattr(x, "_keras_mask", None)
+            padding_mask = keras_mask(x)
         x = self.input_dropout(x, training=training)
 
         def step_fn(step, h):
@@ -223,7 +229,7 @@ class UniversalTransformerDecoder(_UniversalBase):
     Call arguments:
         y: `[B, T, hidden_size]` embedded (right-shifted) targets.
         encoder_output: `[B, S, hidden_size]`; may be None when `cache` is given.
-        encoder_mask: bool `[B, S]`.
+        encoder_mask: bool `[B, S]`, False at source padding (default: the Keras mask of `encoder_output`).
         padding_mask: bool `[B, T]`, False at target padding: with ACT those positions do not run and cost
             no ponder time (attention is causal, so padding at the end never reaches valid positions).
         cache: from `init_cache`, for incremental decoding; then `cache_index` is the position of y's first
@@ -255,13 +261,15 @@ class UniversalTransformerDecoder(_UniversalBase):
         self._build_recurrence(y_shape)
 
     def init_cache(self, encoder_output, max_length, encoder_mask=None):
-        """`max_length` empty self-attention positions per recurrent step, and the encoder's keys/values."""
+        """`max_length` empty self-attention positions per recurrent step, and the encoder's keys/values.
+
+        `encoder_mask` defaults to the Keras mask of `encoder_output`, else no source padding.
+        """
         if not self.built:  # The encoder's keys/values need the cross-attention weights.
             width = encoder_output.shape[-1]
-            self.build((None, None, width), (None, None, width))
+            self.build((None, None, self.block_kwargs["hidden_size"]), (None, None, width))
         batch = ops.shape(encoder_output)[0]
-        if encoder_mask is None:
-            encoder_mask = ops.ones(ops.shape(encoder_output)[:2], "bool")
+        encoder_mask = source_mask(encoder_output, encoder_mask)
         return {
             "encoder_mask": encoder_mask,
             "self": [self.block.init_cache(batch, max_length) for _ in range(self.num_steps)],
@@ -275,6 +283,8 @@ class UniversalTransformerDecoder(_UniversalBase):
             cross = cache["cross"]
             new_self = list(cache["self"])
         else:
+            if encoder_mask is None:
+                encoder_mask = keras_mask(encoder_output)
             # The block is shared, so the encoder's keys and values are projected once for all steps.
             cross = self.block.compute_cross_cache(encoder_output)
         start_index = 0 if cache_index is None else cache_index
@@ -296,4 +306,13 @@ class UniversalTransformerDecoder(_UniversalBase):
             results.append(ponder_times)
         if cache is not None:
             results.append({"encoder_mask": encoder_mask, "self": new_self, "cross": cross})
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def compute_output_spec(self, y, encoder_output=None, encoder_mask=None, padding_mask=None, cache=None,
+                            cache_index=None, training=None, return_ponder_times=False):
+        results = [keras.KerasTensor(tuple(y.shape), dtype=self.compute_dtype)]
+        if return_ponder_times:
+            results.append(keras.KerasTensor(tuple(y.shape[:2]), dtype="float32"))
+        if cache is not None:
+            results.append(keras.tree.map_structure(lambda t: keras.KerasTensor(t.shape, dtype=t.dtype), cache))
         return results[0] if len(results) == 1 else tuple(results)

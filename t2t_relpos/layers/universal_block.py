@@ -2,6 +2,7 @@
 
 import keras
 
+from t2t_relpos.layers.checks import keras_mask
 from t2t_relpos.layers.transformer_block import TransformerDecoderBlock, TransformerEncoderBlock
 from t2t_relpos.layers.transition import SeparableConvTransition
 
@@ -32,7 +33,7 @@ class UniversalEncoderBlock(TransformerEncoderBlock):
 
     >>> import numpy as np
     >>> block = UniversalEncoderBlock(hidden_size=16, num_heads=2, filter_size=32, transition_type="sepconv")
-    >>> block(np.random.rand(2, 5, 16).astype("float32")).shape
+    >>> tuple(block(np.random.rand(2, 5, 16).astype("float32")).shape)
     (2, 5, 16)
     """
 
@@ -48,7 +49,7 @@ class UniversalEncoderBlock(TransformerEncoderBlock):
 
     def call(self, x, padding_mask=None, edge_labels=None, training=None):
         if padding_mask is None:
-            padding_mask = getattr(x, "_keras_mask", None)
+            padding_mask = keras_mask(x)
 
         def attend(h):
             return self.self_attention(h, query_mask=padding_mask, value_mask=padding_mask,
@@ -84,7 +85,7 @@ class UniversalDecoderBlock(TransformerDecoderBlock):
     >>> import numpy as np
     >>> block = UniversalDecoderBlock(hidden_size=16, num_heads=2, filter_size=32, transition_type="sepconv")
     >>> memory = np.random.rand(2, 7, 16).astype("float32")
-    >>> block(np.random.rand(2, 5, 16).astype("float32"), memory).shape
+    >>> tuple(block(np.random.rand(2, 5, 16).astype("float32"), memory).shape)
     (2, 5, 16)
     """
 
