@@ -57,7 +57,7 @@ class FactEmbedding(keras.layers.Layer):
     >>> import numpy as np
     >>> embed = FactEmbedding(vocab_size=20, hidden_size=8, fact_width=4)
     >>> facts, mask = embed(np.array([[5, 6, 7, 0, 8, 9, 0, 0, 1, 0, 0, 0]]))
-    >>> tuple(facts.shape), mask.tolist()
+    >>> tuple(facts.shape), keras.ops.convert_to_numpy(mask).tolist()
     ((1, 3, 8), [[True, True, False]])
     """
 

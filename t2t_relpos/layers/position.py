@@ -45,7 +45,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     >>> import numpy as np
     >>> x = np.zeros((2, 5, 8), "float32")
-    >>> (x + SinusoidalPositionEncoding()(x)).shape
+    >>> tuple((x + SinusoidalPositionEncoding()(x)).shape)
     (2, 5, 8)
     """
 
@@ -95,9 +95,9 @@ class StepEncoding(keras.layers.Layer):
     Example:
 
     >>> import numpy as np
-    >>> StepEncoding()(np.zeros((2, 5, 8), "float32"), step=3).shape
+    >>> tuple(StepEncoding()(np.zeros((2, 5, 8), "float32"), step=3).shape)
     (2, 5, 8)
-    >>> StepEncoding("learned", num_steps=4)(np.zeros((2, 5, 8), "float32"), step=3).shape
+    >>> tuple(StepEncoding("learned", num_steps=4)(np.zeros((2, 5, 8), "float32"), step=3).shape)
     (2, 5, 8)
     """
 

@@ -62,7 +62,7 @@ class TransformerEncoderClassifier(keras.Model):
     >>> import numpy as np
     >>> model = TransformerEncoderClassifier(20, 6, hidden_size=16, filter_size=32, num_heads=2,
     ...                                      num_encoder_layers=1, position_encoding="relative")
-    >>> model({"inputs": np.array([[5, 6, 7, 1]])}).shape
+    >>> tuple(model({"inputs": np.array([[5, 6, 7, 1]])}).shape)
     (1, 1, 6)
     """
 

@@ -72,7 +72,7 @@ class Transformer(keras.Model):
     ...                     num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
     ...                     position_encoding="relative", max_relative_position=4)
     >>> features = {"inputs": np.array([[5, 6, 7, 1]]), "targets": np.array([[7, 6, 5, 1]])}
-    >>> model(features).shape
+    >>> tuple(model(features).shape)
     (1, 4, 12)
     """
 

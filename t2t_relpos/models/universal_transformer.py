@@ -79,7 +79,7 @@ class UniversalTransformer(RecurrentEncoderMixin, Transformer):
     >>> details = model(features, return_details=True)
     >>> tuple(details["logits"].shape), sorted(details["losses"])
     ((1, 4, 12), ['act_loss'])
-    >>> model.ponder_times(features["inputs"]).shape
+    >>> tuple(model.ponder_times(features["inputs"]).shape)
     (1, 4)
     """
 
