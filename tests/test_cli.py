@@ -1,8 +1,21 @@
-"""The four command-line tools: help, the registry listing, and exit status 2 with one clear line on bad input."""
+"""The command-line tools: help, the registry listing, and exit status 2 with one clear line on bad input.
 
+`run_tool` runs a tool as a fresh process; `call_tool` runs it in the test's own process, as a fresh process
+would see it, for error paths that end before any training (no new process importing TensorFlow). Each tool's
+path as a process keeps its tests: --help and --no_such_flag here, and, with TensorFlow imported, one-line
+refusals of each tool (test_faults.py: trainer, decoder, averaging, export; test_babi.py: datagen).
+"""
+
+import contextlib
+import importlib
+import io
+import logging
 import os
 import subprocess
 import sys
+import tempfile
+import traceback
+import warnings
 
 import pytest
 
@@ -23,6 +36,119 @@ def run_tool(tool, *args, stdin=None, timeout=120):
                           timeout=timeout, env=env, check=False)
 
 
+class _Exit(BaseException):
+    """`os._exit(status)` called by a tool run in this process: ends the run, not the test process."""
+
+    def __init__(self, status):
+        super().__init__(status)
+        self.status = status
+
+
+@contextlib.contextmanager
+def _as_a_fresh_process(stdin):
+    """Gives a tool run in this process what `python -c` would give it: stdin, stdout and stderr of its own
+    (file descriptors 1 and 2 included, for what TensorFlow's C++ code writes), Python's default warning
+    filters, the absl logging handler on the root logger writing to that stderr, and no flags parsed. All of it
+    (and the flags the tool defines, os.environ, the root logger) is put back afterwards."""
+    from absl import flags  # pylint: disable=import-outside-toplevel
+    from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
+
+    names = set(flags.FLAGS)
+    was_parsed = flags.FLAGS.is_parsed()
+    environ = dict(os.environ)
+    root = logging.getLogger()
+    root_handlers, root_level = list(root.handlers), root.level
+    absl_handler = absl_logging.get_absl_handler()
+    absl_level, absl_stream = absl_logging.get_absl_logger().level, absl_handler.python_handler.stream
+    streams = sys.stdin, sys.stdout, sys.stderr
+    files = [tempfile.TemporaryFile(), tempfile.TemporaryFile()]
+    out = {}
+    for stream in streams[1:]:
+        stream.flush()
+    saved_fds = [os.dup(1), os.dup(2)]
+    os_exit = os._exit  # pylint: disable=protected-access
+    try:
+        os.dup2(files[0].fileno(), 1)
+        os.dup2(files[1].fileno(), 2)
+        sys.stdin = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")
+        sys.stdout, sys.stderr = (io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8",
+                                                   write_through=True) for fd in (1, 2))
+        if was_parsed:
+            flags.FLAGS.unparse_flags()
+        for handler in [h for h in root.handlers if isinstance(h, logging.StreamHandler) and h.stream in streams]:
+            root.removeHandler(handler)  # As absl's app.run does in a fresh process.
+        absl_handler.python_handler.stream = sys.stderr
+        absl_logging.use_absl_handler()
+
+        def exit_now(status):
+            raise _Exit(status)
+
+        os._exit = exit_now  # pylint: disable=protected-access
+        with warnings.catch_warnings():
+            warnings.resetwarnings()  # Python's defaults (no -W, no PYTHONWARNINGS), not pytest's.
+            for action, category, module in (("default", DeprecationWarning, "__main__"),
+                                             ("ignore", DeprecationWarning, ""),
+                                             ("ignore", PendingDeprecationWarning, ""),
+                                             ("ignore", ImportWarning, ""), ("ignore", ResourceWarning, "")):
+                warnings.filterwarnings(action, category=category, module=module)
+            warnings.showwarning = warnings._showwarning_orig  # pylint: disable=protected-access
+            yield out
+    finally:
+        os._exit = os_exit  # pylint: disable=protected-access
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved_fds[0], 1)
+        os.dup2(saved_fds[1], 2)
+        for fd in saved_fds:
+            os.close(fd)
+        sys.stdin, sys.stdout, sys.stderr = streams
+        for name, file in zip(("stdout", "stderr"), files):
+            file.seek(0)
+            out[name] = file.read().decode("utf-8", "replace")
+            file.close()
+        for name in set(flags.FLAGS) - names:  # The tool's (absl.app's own --help and --pdb flags stay).
+            if not flags.FLAGS.find_module_defining_flag(name, "").startswith("absl."):
+                delattr(flags.FLAGS, name)
+        flags.FLAGS.unparse_flags()
+        if was_parsed:
+            flags.FLAGS.mark_as_parsed()
+        root.removeHandler(absl_handler)
+        for handler in root_handlers:
+            if handler not in root.handlers:
+                root.addHandler(handler)
+        root.setLevel(root_level)
+        absl_logging.get_absl_logger().setLevel(absl_level)
+        absl_handler.python_handler.stream = absl_stream
+        os.environ.clear()
+        os.environ.update(environ)
+
+
+def call_tool(tool, *args, stdin=None):
+    """Runs a tool in this process as `run_tool` runs it in a fresh one, and returns the same: its exit status,
+    stdout and stderr (a traceback on stderr and status 1 for an exception, as Python prints it).
+
+    For the tools' error paths, which end before any training: it saves the 5-10 s of a new process importing
+    TensorFlow. Each tool's path as a process keeps tests of its own, with `run_tool`."""
+    module = importlib.import_module(TOOLS[tool])
+    argv = ["-c", *args]
+    with _as_a_fresh_process(stdin) as out:
+        try:
+            module.run(argv=argv)
+            status = 0
+        except SystemExit as e:
+            if e.code is None or isinstance(e.code, int):
+                status = e.code or 0
+            else:
+                print(e.code, file=sys.stderr)
+                status = 1
+        except _Exit as e:
+            status = e.status
+        except Exception:  # pylint: disable=broad-except  # Python prints it and exits with status 1.
+            traceback.print_exc()
+            status = 1
+    return subprocess.CompletedProcess(argv, status, out["stdout"], out["stderr"])
+
+
 def assert_usage_error(result, *fragments):
     assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
     assert "Traceback" not in result.stderr, result.stderr
@@ -39,7 +165,7 @@ def test_help_exits_zero_and_lists_flags(tool):
 
 
 def test_registry_help_lists_problems_models_and_sets():
-    result = run_tool("t2t-relpos-trainer", "--registry_help")
+    result = call_tool("t2t-relpos-trainer", "--registry_help")
     assert result.returncode == 0, result.stderr
     for name in ("algorithmic_reverse_decimal40", "transformer", "transformer_base", "transformer_big",
                  "transformer_base_rel", "transformer_big_rel", "transformer_tiny", "transformer_tiny_rel",
@@ -52,35 +178,35 @@ def test_unknown_flag_is_a_usage_error():
 
 
 def test_unknown_problem_lists_close_names(tmp_path):
-    result = run_tool("t2t-relpos-trainer", "--problem=algorithmic_reverse_decimal4",
-                      "--hparams_set=transformer_tiny_rel", f"--output_dir={tmp_path}")
+    result = call_tool("t2t-relpos-trainer", "--problem=algorithmic_reverse_decimal4",
+                       "--hparams_set=transformer_tiny_rel", f"--output_dir={tmp_path}")
     assert_usage_error(result, "problem", "algorithmic_reverse_decimal40")
 
 
 def test_unknown_hparams_set_lists_close_names(tmp_path):
-    result = run_tool("t2t-relpos-trainer", "--problem=algorithmic_reverse_decimal40",
-                      "--hparams_set=transformer_big_rell", f"--output_dir={tmp_path}")
+    result = call_tool("t2t-relpos-trainer", "--problem=algorithmic_reverse_decimal40",
+                       "--hparams_set=transformer_big_rell", f"--output_dir={tmp_path}")
     assert_usage_error(result, "transformer_big_rel")
 
 
 def test_malformed_override_names_the_field(tmp_path):
-    result = run_tool("t2t-relpos-trainer", "--problem=algorithmic_reverse_decimal40",
-                      "--hparams_set=transformer_big_rel", "--hparams=hidden_size=x", f"--output_dir={tmp_path}")
+    result = call_tool("t2t-relpos-trainer", "--problem=algorithmic_reverse_decimal40",
+                       "--hparams_set=transformer_big_rel", "--hparams=hidden_size=x", f"--output_dir={tmp_path}")
     assert_usage_error(result, "hidden_size")
 
 
 def test_decoder_without_a_run_is_a_usage_error(tmp_path):
-    result = run_tool("t2t-relpos-decoder", f"--output_dir={tmp_path}", "--decode_split=eval")
+    result = call_tool("t2t-relpos-decoder", f"--output_dir={tmp_path}", "--decode_split=eval")
     assert_usage_error(result, str(tmp_path))
 
 
 def test_datagen_unknown_problem(tmp_path):
-    assert_usage_error(run_tool("t2t-relpos-datagen", "--problem=wmt14_endee", f"--data_dir={tmp_path}"),
+    assert_usage_error(call_tool("t2t-relpos-datagen", "--problem=wmt14_endee", f"--data_dir={tmp_path}"),
                        "problem")
 
 
 def test_avg_checkpoints_without_checkpoints(tmp_path):
-    assert_usage_error(run_tool("t2t-relpos-avg-checkpoints", f"--output_dir={tmp_path}"), str(tmp_path))
+    assert_usage_error(call_tool("t2t-relpos-avg-checkpoints", f"--output_dir={tmp_path}"), str(tmp_path))
 
 
 # Page faults per pass over a 64 MiB tensor, in a process that has imported a tool: TensorFlow's default CPU

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from test_cli import assert_usage_error, run_tool
+from test_cli import assert_usage_error, call_tool, run_tool
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -33,6 +33,11 @@ def write(path, data):
 
 def decode(run_dir, *args, stdin=None):
     return run_tool("t2t-relpos-decoder", f"--output_dir={run_dir}", *args, stdin=stdin, timeout=300)
+
+
+def decode_here(run_dir, *args, stdin=None):
+    """`decode` in this process (`test_cli.call_tool`), for the refusals: no new process importing TensorFlow."""
+    return call_tool("t2t-relpos-decoder", f"--output_dir={run_dir}", *args, stdin=stdin)
 
 
 def test_round_trip_keeps_order_empty_lines_and_truncates_long_lines(run_dir, tmp_path):
@@ -64,7 +69,7 @@ def test_bad_input_names_the_line_and_loses_nothing(run_dir, tmp_path, data, fra
     source = write(tmp_path / "source.txt", data)
     output = tmp_path / "out.txt"
     output.write_text("earlier results\n", encoding="utf-8")
-    result = decode(run_dir, f"--decode_from_file={source}", f"--decode_to_file={output}")
+    result = decode_here(run_dir, f"--decode_from_file={source}", f"--decode_to_file={output}")
     assert_usage_error(result, fragment)
     assert output.read_text(encoding="utf-8") == "earlier results\n"
 
@@ -117,7 +122,7 @@ def test_exported_saved_model_reloads_in_a_fresh_process_and_decodes(run_dir):
 
 
 def test_ponder_plot_needs_a_universal_transformer(run_dir, tmp_path):
-    result = decode(run_dir, "--decode_from_file=-", f"--decode_ponder_plot={tmp_path / 'p.png'}", stdin="12\n")
+    result = decode_here(run_dir, "--decode_from_file=-", f"--decode_ponder_plot={tmp_path / 'p.png'}", stdin="12\n")
     assert_usage_error(result, "Universal Transformer")
 
 
@@ -147,8 +152,8 @@ def test_an_output_that_is_an_input_is_refused_and_loses_nothing(run_dir, tmp_pa
     source = write(tmp_path / "source.txt", b"0123\n4567\n")
     reference = write(tmp_path / "reference.txt", b"3210\n7654\n")
     target = source if input_flag == "--decode_from_file" else reference
-    result = decode(run_dir, f"--decode_from_file={source}", f"--decode_reference={reference}",
-                    f"{output_flag}={target}", "--decode_hparams=beam_size=1,extra_length=2")
+    result = decode_here(run_dir, f"--decode_from_file={source}", f"--decode_reference={reference}",
+                         f"{output_flag}={target}", "--decode_hparams=beam_size=1,extra_length=2")
     one_line_error(result, f"{output_flag}={target} is the same file as {input_flag}={target}")
     assert (tmp_path / "source.txt").read_bytes() == b"0123\n4567\n"
     assert (tmp_path / "reference.txt").read_bytes() == b"3210\n7654\n"
@@ -205,4 +210,4 @@ def test_decoding_settings_that_would_be_wrong_or_ignored_are_refused(setting, m
     ("beam_size", "malformed --decode_hparams item 'beam_size': expected name=value"),
 ])
 def test_bad_decode_hparams_are_one_line(run_dir, setting, message):
-    one_line_error(decode(run_dir, "--decode_from_file=-", f"--decode_hparams={setting}", stdin="12\n"), message)
+    one_line_error(decode_here(run_dir, "--decode_from_file=-", f"--decode_hparams={setting}", stdin="12\n"), message)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from test_cli import assert_usage_error, run_tool
+from test_cli import assert_usage_error, call_tool, run_tool
 from test_training import _free_ports, killed_when_left
 from test_translate import make_raw
 
@@ -162,8 +162,8 @@ def test_directories_where_files_belong(trained, tmp_path, flag, fragment):
     ("hidden_size=64,hidden_size=128", "'hidden_size' is set twice"),
 ])
 def test_hparams_no_model_can_use(tmp_path, overrides, fragment):
-    result = run_tool("t2t-relpos-trainer", "--problem=algorithmic_reverse_decimal40",
-                      "--hparams_set=transformer_tiny_rel", f"--hparams={overrides}", f"--output_dir={tmp_path / 'r'}")
+    result = call_tool("t2t-relpos-trainer", "--problem=algorithmic_reverse_decimal40",
+                       "--hparams_set=transformer_tiny_rel", f"--hparams={overrides}", f"--output_dir={tmp_path / 'r'}")
     one_line_error(result, fragment)
 
 
@@ -171,8 +171,8 @@ def test_hparams_no_model_can_use(tmp_path, overrides, fragment):
                                              ("file/run", "cannot create --output_dir")])
 def test_output_dir_that_cannot_be_a_directory(tmp_path, where, fragment):
     (tmp_path / "file").write_text("not a directory\n")
-    result = run_tool("t2t-relpos-trainer", "--problem=algorithmic_reverse_decimal40",
-                      "--hparams_set=transformer_tiny_rel", f"--output_dir={tmp_path / where}")
+    result = call_tool("t2t-relpos-trainer", "--problem=algorithmic_reverse_decimal40",
+                       "--hparams_set=transformer_tiny_rel", f"--output_dir={tmp_path / where}")
     one_line_error(result, fragment)
 
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from test_cli import assert_usage_error, run_tool
+from test_cli import assert_usage_error, call_tool, run_tool
 from test_translate import make_raw
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -26,9 +26,9 @@ def test_datagen_prepares_once(tmp_path):
 
 def test_wmt_without_data_fails_at_once_with_the_file_list(tmp_path):
     began = time.perf_counter()
-    result = run_tool("t2t-relpos-trainer", "--problem=wmt14_ende", "--hparams_set=transformer_big_rel",
-                      f"--data_dir={tmp_path / 'data'}", f"--tmp_dir={tmp_path}", f"--output_dir={tmp_path / 'run'}",
-                      "--generate_data")
+    result = call_tool("t2t-relpos-trainer", "--problem=wmt14_ende", "--hparams_set=transformer_big_rel",
+                       f"--data_dir={tmp_path / 'data'}", f"--tmp_dir={tmp_path}", f"--output_dir={tmp_path / 'run'}",
+                       "--generate_data")
     assert_usage_error(result, "no WMT14 de-en data for train, eval, test", "training-parallel-europarl-v7.tgz",
                        "dev.tgz", "newstest2014.de-en.de", "--download")
     assert time.perf_counter() - began < 60  # Start-up (TensorFlow import) only: no network, no retries.
@@ -61,7 +61,7 @@ def test_train_decode_with_bleu_and_export(tmp_path):
     assert "BLEU = " in decoded.stdout and "tok:13a" in decoded.stdout and "tok:intl" in decoded.stdout
     assert len((tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")) == 11 + 1
 
-    no_data_dir = run_tool("t2t-relpos-decoder", f"--output_dir={run}", "--decode_split=test", timeout=300)
+    no_data_dir = call_tool("t2t-relpos-decoder", f"--output_dir={run}", "--decode_split=test")
     assert_usage_error(no_data_dir, "translate_local needs --data_dir")
 
     texts = ["the small dog runs over the green bridge 5", "", " Größe  déjà ", "   "]
