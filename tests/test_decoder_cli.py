@@ -36,7 +36,8 @@ def decode(run_dir, *args, stdin=None):
 
 
 def decode_here(run_dir, *args, stdin=None):
-    """`decode` in this process (`test_cli.call_tool`), for the refusals: no new process importing TensorFlow."""
+    """`decode` in this process (`test_cli.call_tool`): no new process importing TensorFlow. The decoder as a
+    process: `test_round_trip_...`'s first decoding, and test_faults.py's."""
     return call_tool("t2t-relpos-decoder", f"--output_dir={run_dir}", *args, stdin=stdin)
 
 
@@ -58,8 +59,8 @@ def test_round_trip_keeps_order_empty_lines_and_truncates_long_lines(run_dir, tm
 
     # The same lines one at a time from stdin give the same outputs (batching does not change results).
     for line, expected in zip(lines[:2], decoded):
-        alone = decode(run_dir, "--decode_from_file=-", "--decode_hparams=beam_size=2,max_input_length=8,"
-                       "extra_length=4", stdin=line + "\n")
+        alone = decode_here(run_dir, "--decode_from_file=-", "--decode_hparams=beam_size=2,max_input_length=8,"
+                            "extra_length=4", stdin=line + "\n")
         assert alone.returncode == 0, alone.stderr
         assert alone.stdout.split("\n")[0] == expected
 
@@ -75,20 +76,20 @@ def test_bad_input_names_the_line_and_loses_nothing(run_dir, tmp_path, data, fra
 
 
 def test_decode_split_reports_accuracy_by_length(run_dir):
-    result = decode(run_dir, "--decode_split=eval", "--decode_hparams=beam_size=1,num_samples=20,extra_length=5",
-                    "--decode_to_file=-")
+    result = decode_here(run_dir, "--decode_split=eval", "--decode_hparams=beam_size=1,num_samples=20,"
+                         "extra_length=5", "--decode_to_file=-")
     assert result.returncode == 0, result.stderr
     assert "char_accuracy" in result.stdout and "(20 sequences)" in result.stdout
 
 
 def test_averaged_checkpoints_decode(run_dir, tmp_path):
     averaged = tmp_path / "averaged"
-    result = run_tool("t2t-relpos-avg-checkpoints", f"--output_dir={run_dir}", "--num_last=2",
-                      f"--averaged_dir={averaged}")
+    result = call_tool("t2t-relpos-avg-checkpoints", f"--output_dir={run_dir}", "--num_last=2",
+                       f"--averaged_dir={averaged}")
     assert result.returncode == 0, result.stderr
     assert "Averaged 2 checkpoints (ckpt-10 .. ckpt-20)" in result.stdout
-    decoded = decode(averaged, "--decode_from_file=-", "--decode_hparams=beam_size=1,extra_length=3",
-                     stdin="0123\n")
+    decoded = decode_here(averaged, "--decode_from_file=-", "--decode_hparams=beam_size=1,extra_length=3",
+                          stdin="0123\n")
     assert decoded.returncode == 0, decoded.stderr
     assert "ckpt-20" in decoded.stderr
 
