@@ -152,7 +152,7 @@ def test_unsupported_models_are_refused_in_one_line(make, reason, corpus, tmp_pa
 
 
 def test_trainer_and_export_tool_write_a_ctranslate2_model(tmp_path):
-    from test_cli import run_tool  # pylint: disable=import-outside-toplevel
+    from test_cli import call_tool, run_tool  # pylint: disable=import-outside-toplevel
 
     make_raw(tmp_path)
     run, data_dir = tmp_path / "run", tmp_path / "data"
@@ -163,8 +163,9 @@ def test_trainer_and_export_tool_write_a_ctranslate2_model(tmp_path):
                        "--export_format=ctranslate2", timeout=400)
     assert trained.returncode == 0, trained.stdout + trained.stderr
     assert f"Exported a CTranslate2 model to {run / 'export_ctranslate2' / '2'}" in trained.stdout
-    again = run_tool("t2t-relpos-export", f"--output_dir={run}", f"--data_dir={data_dir}",
-                     "--export_format=ctranslate2", f"--export_dir={tmp_path / 'ct2'}", timeout=300)
+    # The export tool in this process (test_cli.call_tool): the trainer above was the fresh process.
+    again = call_tool("t2t-relpos-export", f"--output_dir={run}", f"--data_dir={data_dir}",
+                      "--export_format=ctranslate2", f"--export_dir={tmp_path / 'ct2'}")
     assert again.returncode == 0, again.stderr
     encoder = registry.problem("translate_local").feature_encoders(str(data_dir))["inputs"]
     outputs = []

@@ -20,7 +20,7 @@ def test_datagen_prepares_once(tmp_path):
     first = run_tool("t2t-relpos-datagen", *args)
     assert first.returncode == 0, first.stderr
     assert "translate_local: prepared in" in first.stderr and "train 150, eval 13, test 11 pairs" in first.stderr
-    second = run_tool("t2t-relpos-datagen", *args)
+    second = call_tool("t2t-relpos-datagen", *args)  # In this process: the first run was the process.
     assert second.returncode == 0 and "already prepared" in second.stderr
 
 
