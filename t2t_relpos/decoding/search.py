@@ -12,16 +12,102 @@ about 1.5x the positions written, not all `max_length`. Every capacity is a stat
 loop); the outputs are those of one `max_length` buffer. (A tensor `max_length` decodes with one buffer.)
 
 Sequences are returned without the start symbol; positions after EOS are 0 (padding).
+
+Both searches check their Python-valued arguments first (`check_arguments`, the rules the `Translator` applies
+too, and `max_length` / `lengths`) and raise a ValueError naming the argument; tensor arguments (e.g. a
+`max_length` under `tf.function`) are left to the ops.
 """
 
+import math
 import numbers
 
 import keras
+import numpy as np
 from keras import ops
+
+from t2t_relpos import errors
 
 EOS_ID = 1
 PAD_ID = 0
 _NEG_INF = -1.0e9
+
+
+def _number(name, value):
+    """`value` as a Python number to check now, or None for a tensor (checked only by the ops that use it)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, numbers.Number):
+        return value
+    if hasattr(value, "dtype") and hasattr(value, "shape"):
+        return None
+    raise errors.HParamsError(f"decoding setting {name!r} must be a number, got {value!r}")
+
+
+def check_arguments(beam_size=1, alpha=0.0, temperature=0.0, top_k=0, target_vocab_size=None):
+    """Raises `errors.HParamsError` (a ValueError) naming the first search setting that cannot work.
+
+    The rules of `greedy`, `beam_search` and the `Translator` (whose `check_settings` adds its own settings):
+    `beam_size` an int >= 1; `alpha` and `temperature` finite and >= 0 (NaN passes every comparison: alpha=nan
+    gives NaN scores; a negative alpha breaks beam search's stopping bound); `top_k` an int >= 0, only when
+    sampling (temperature > 0), which needs beam_size=1. Given `target_vocab_size`, also `top_k` <= it and
+    `beam_size` <= its usable ids (all but padding): a wider beam would have too few distinct hypotheses to
+    fill it. Tensors are not checked.
+    """
+    values = {"beam_size": (beam_size, 1), "top_k": (top_k, 0), "temperature": (temperature, 0),
+              "alpha": (alpha, 0)}
+    values = {name: (_number(name, value), lowest) for name, (value, lowest) in values.items()}
+    for name, (value, lowest) in values.items():
+        if value is None:
+            continue
+        if not math.isfinite(value):
+            raise errors.HParamsError(f"decoding setting {name!r} must be a finite number, got {value!r}")
+        if name in ("beam_size", "top_k") and not isinstance(value, numbers.Integral):
+            raise errors.HParamsError(f"decoding setting {name!r} must be an integer, got {value!r}")
+        if value < lowest:
+            raise errors.HParamsError(f"decoding setting {name!r} must be >= {lowest}, got {value!r}")
+    beam_size, top_k, temperature = (values[name][0] for name in ("beam_size", "top_k", "temperature"))
+    if temperature is not None and beam_size is not None and temperature > 0 and beam_size > 1:
+        raise errors.HParamsError("sampling (temperature > 0) needs beam_size=1")
+    if top_k is not None and temperature is not None and top_k > 0 and temperature <= 0:  # Search would ignore it.
+        raise errors.HParamsError(f"decoding setting 'top_k' only applies when sampling (temperature > 0), got "
+                                  f"top_k={top_k} with temperature={temperature}")
+    if isinstance(target_vocab_size, numbers.Integral):
+        if top_k is not None and top_k > target_vocab_size:
+            raise errors.HParamsError(f"decoding setting 'top_k' must be <= the target vocabulary size "
+                                      f"{target_vocab_size}, got {top_k}")
+        if beam_size is not None and beam_size > target_vocab_size - 1:
+            raise errors.HParamsError(
+                f"decoding setting 'beam_size' must be <= {target_vocab_size - 1}, the target vocabulary's usable "
+                f"ids (its size {target_vocab_size} less padding), got {beam_size}: a wider beam has too few "
+                f"distinct hypotheses to fill it")
+
+
+def _check_call(model, inputs, max_length, lengths, **settings):
+    """`check_arguments` with the model's `target_vocab_size` (where it has one), then `max_length` (an int >= 0
+    when it is a Python number) and `lengths` (shape `[B]` where its shape is static)."""
+    check_arguments(target_vocab_size=getattr(model, "target_vocab_size", None), **settings)
+    value = _number("max_length", max_length)
+    if value is not None and (not isinstance(value, numbers.Integral) or value < 0):
+        raise errors.HParamsError(f"decoding setting 'max_length' must be an integer >= 0 (or an int tensor), "
+                                  f"got {max_length!r}")
+    if lengths is None:
+        return
+    shape, inputs_shape = _static_shape(lengths), _static_shape(inputs)
+    if shape is None:
+        return
+    batch = inputs_shape[0] if inputs_shape else None
+    if len(shape) != 1 or None not in (batch, shape[0]) and shape[0] != batch:
+        raise errors.HParamsError(f"decoding setting 'lengths' must have shape [B] (one limit per source), B = "
+                                  f"{batch} here, got shape {shape}")
+
+
+def _static_shape(value):
+    """The shape of an array, list or tensor as a tuple (None for unknown sizes), or None if its rank is unknown."""
+    shape = getattr(value, "shape", None)
+    shape = np.shape(value) if shape is None else shape
+    if getattr(shape, "rank", 0) is None:
+        return None
+    return tuple(shape)
 
 
 def _log_probs(logits):
@@ -140,7 +226,12 @@ def greedy(model, inputs, max_length, temperature=0.0, top_k=0, seed=None, lengt
 
     Returns:
         (ids `[B, max_length]`, log-probabilities of the sequences `[B]`).
+
+    Raises:
+        ValueError (`errors.HParamsError`): an argument that cannot work (`check_arguments`; `max_length` not an
+            int >= 0; `lengths` not of shape `[B]`), before anything runs.
     """
+    _check_call(model, inputs, max_length, lengths, temperature=temperature, top_k=top_k)
     ensure_built(model)
     encoder_output, encoder_mask = model.encode(inputs, training=False)
     capacities = cache_capacities(max_length)
@@ -155,6 +246,8 @@ def greedy(model, inputs, max_length, temperature=0.0, top_k=0, seed=None, lengt
 
     def body(i, token, cache, out, finished, score):
         logits, cache = model.decode_step(token[:, None], cache, i)
+        # For models without `target_vocab_size`: the logits' static size.
+        check_arguments(temperature=temperature, top_k=top_k, target_vocab_size=logits.shape[-1])
         log_probs = _log_probs(logits[:, 0])
         if temperature > 0:
             nxt = _sample(log_probs, temperature, top_k, seed)
@@ -195,8 +288,16 @@ def beam_search(model, inputs, max_length, beam_size=4, alpha=0.6, lengths=None)
         alpha: Length-penalty exponent (0.6 in the paper).
 
     Returns:
-        (ids `[B, beam_size, max_length]`, scores `[B, beam_size]`), best first.
+        (ids `[B, beam_size, max_length]`, scores `[B, beam_size]`), best first. Every slot holds a distinct
+        hypothesis, except in a row whose length limit is 0 (`max_length` or its `lengths` entry): only the
+        empty output exists there, first with score 0, and the other slots are empty too, with score -inf.
+
+    Raises:
+        ValueError (`errors.HParamsError`): an argument that cannot work, before anything runs: as for
+            `greedy`, and a `beam_size` above the target vocabulary's usable ids (its size less padding; read
+            from `model.target_vocab_size`, or from the logits when the search is traced).
     """
+    _check_call(model, inputs, max_length, lengths, beam_size=beam_size, alpha=alpha)
     ensure_built(model)
     encoder_output, encoder_mask = model.encode(inputs, training=False)
     batch = ops.shape(inputs)[0]
@@ -219,6 +320,7 @@ def beam_search(model, inputs, max_length, beam_size=4, alpha=0.6, lengths=None)
     def body(i, alive_seq, alive_log_probs, last, cache, fin_seq, fin_scores, fin_flags):
         before = (alive_seq, alive_log_probs, last, fin_seq, fin_scores, fin_flags)
         logits, cache = model.decode_step(ops.reshape(last, (-1, 1)), cache, i)
+        check_arguments(beam_size=k, target_vocab_size=logits.shape[-1])  # As in `greedy`.
         vocab = ops.shape(logits)[-1]
         log_probs = ops.reshape(_log_probs(logits[:, 0]), (batch, k, vocab))
         log_probs = log_probs + alive_log_probs[:, :, None]
@@ -267,14 +369,17 @@ def beam_search(model, inputs, max_length, beam_size=4, alpha=0.6, lengths=None)
     (_, alive_seq, alive_log_probs, _, _, fin_seq, fin_scores,
      fin_flags) = _while_in_segments(cond, body, state, max_length, grow, cache_slot=4)
     # Finished hypotheses first (by score); unfinished ones fill the slots that are left, then empty slots.
-    lengths = ops.sum(ops.cast(ops.not_equal(alive_seq, PAD_ID), "int32"), axis=-1)
-    alive_scores = alive_log_probs / length_penalty(lengths, alpha)
+    alive_lengths = ops.sum(ops.cast(ops.not_equal(alive_seq, PAD_ID), "int32"), axis=-1)
+    alive_scores = alive_log_probs / length_penalty(alive_lengths, alpha)
     all_seq = ops.concatenate([fin_seq, alive_seq], axis=1)
     all_scores = ops.concatenate([fin_scores, alive_scores], axis=1)
     groups = ops.concatenate([ops.where(fin_flags, 0, 2), ops.ones_like(fin_flags, "int32")], axis=1)
     order = _first_by_group_then_score(groups, all_scores, k)
+    scores = ops.take_along_axis(all_scores, order, axis=1)
+    # A row that decodes nothing has one hypothesis (the empty one): its other slots are the dead initial beams.
+    nothing = ops.logical_and((lengths <= 0)[:, None], ops.arange(k)[None, :] > 0)
     return (ops.take_along_axis(all_seq, order[:, :, None], axis=1),
-            ops.take_along_axis(all_scores, order, axis=1))
+            ops.where(nothing, float("-inf"), scores))
 
 
 def _reorder_caches(self_cache, rows):

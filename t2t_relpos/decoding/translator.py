@@ -19,22 +19,21 @@ NUM_RESERVED_IDS = 2
 
 
 def check_settings(beam_size=1, alpha=0.0, extra_length=0, batch_size=1, max_input_length=2, temperature=0.0,
-                   top_k=0):
-    """Raises `HParamsError` (a ValueError) naming the first decoding setting that cannot work."""
-    limits = {"beam_size": (beam_size, 1), "batch_size": (batch_size, 1), "extra_length": (extra_length, 0),
-              "max_input_length": (max_input_length, 2), "top_k": (top_k, 0), "temperature": (temperature, 0),
-              "alpha": (alpha, 0)}
+                   top_k=0, target_vocab_size=None):
+    """Raises `HParamsError` (a ValueError) naming the first decoding setting that cannot work.
+
+    The search's own settings follow `search.check_arguments` (given `target_vocab_size`, also the limits it
+    sets on `beam_size` and `top_k`); the rest are the Translator's.
+    """
+    limits = {"batch_size": (batch_size, 1), "extra_length": (extra_length, 0),
+              "max_input_length": (max_input_length, 2)}
     for name, (value, lowest) in limits.items():
-        if not math.isfinite(value):  # NaN passes every comparison: alpha=nan gives NaN scores.
+        if not math.isfinite(value):
             raise errors.HParamsError(f"decoding setting {name!r} must be a finite number, got {value!r}")
         if value < lowest:
             why = " (at least one token and EOS)" if name == "max_input_length" else ""
             raise errors.HParamsError(f"decoding setting {name!r} must be >= {lowest}{why}, got {value!r}")
-    if temperature > 0 and beam_size > 1:
-        raise errors.HParamsError("sampling (temperature > 0) needs beam_size=1")
-    if top_k > 0 and temperature <= 0:  # Search would ignore it.
-        raise errors.HParamsError(f"decoding setting 'top_k' only applies when sampling (temperature > 0), got "
-                                  f"top_k={top_k} with temperature={temperature}")
+    search.check_arguments(beam_size, alpha, temperature, top_k, target_vocab_size)
 
 
 class Translator:

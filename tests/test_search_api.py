@@ -1,0 +1,131 @@
+"""The Python API of the search and the Translator: arguments checked up front, vocabularies matched, beams filled.
+
+Audit 17's findings F7 (search arguments) and F11 (filler hypotheses).
+"""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras import ops
+
+from t2t_relpos import errors
+from t2t_relpos.decoding import search
+from t2t_relpos.decoding import translator as translator_lib
+from t2t_relpos.models import Transformer
+
+TINY = {"hidden_size": 16, "filter_size": 32, "num_heads": 2, "num_encoder_layers": 1, "num_decoder_layers": 1}
+
+
+def tiny(input_vocab, target_vocab=None):
+    keras.utils.set_random_seed(0)
+    model = Transformer(input_vocab, target_vocab or input_vocab, **TINY)
+    model.build()
+    return model
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny(12)
+
+
+def sources():
+    return np.array([[5, 6, 7, 8, 9, 1], [3, 4, 1, 0, 0, 0]], np.int32)
+
+
+# F7: the search's own arguments, checked before anything runs.
+
+@pytest.mark.parametrize("call, pattern", [
+    (lambda m: search.greedy(m, sources(), 5, top_k=1), "'top_k' only applies when sampling"),
+    (lambda m: search.greedy(m, sources(), 5, temperature=-1.0), "'temperature' must be >= 0, got -1.0"),
+    (lambda m: search.greedy(m, sources(), 5, temperature=float("inf")), "'temperature' must be a finite"),
+    (lambda m: search.greedy(m, sources(), 5, temperature=1.0, top_k=-2), "'top_k' must be >= 0, got -2"),
+    (lambda m: search.greedy(m, sources(), 5, temperature=1.0, top_k=2.0), "'top_k' must be an integer"),
+    (lambda m: search.greedy(m, sources(), 5, temperature=1.0, top_k=50), "'top_k' must be <= the target "
+                                                                          "vocabulary size 12, got 50"),
+    (lambda m: search.greedy(m, sources(), -3), "'max_length' must be an integer >= 0"),
+    (lambda m: search.greedy(m, sources(), 10.0), "'max_length' must be an integer >= 0"),
+    (lambda m: search.greedy(m, sources(), 5, lengths=[4, 4, 4]), r"'lengths' must have shape \[B\].*B = 2.*"
+                                                                  r"\(3,\)"),
+    (lambda m: search.greedy(m, sources(), 5, lengths=np.array([[4], [4]])), "'lengths' must have shape"),
+    (lambda m: search.beam_search(m, sources(), 5, beam_size=0), "'beam_size' must be >= 1, got 0"),
+    (lambda m: search.beam_search(m, sources(), 5, beam_size=2.0), "'beam_size' must be an integer"),
+    (lambda m: search.beam_search(m, sources(), 5, alpha=float("nan")), "'alpha' must be a finite number"),
+    (lambda m: search.beam_search(m, sources(), 5, alpha=-0.5), "'alpha' must be >= 0, got -0.5"),
+    (lambda m: search.beam_search(m, sources(), -1), "'max_length' must be an integer >= 0"),
+    (lambda m: search.beam_search(m, sources(), 5, lengths=tf.constant([3, 3, 3])), "'lengths' must have shape"),
+])
+def test_search_arguments_that_cannot_work_are_refused_by_name(model, call, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        call(model)
+
+
+def test_search_arguments_are_the_translators_rules():
+    """One set of rules: `check_settings` refuses what the search refuses, with the same message."""
+    for settings in ({"beam_size": 0}, {"alpha": float("nan")}, {"temperature": -1.0}, {"top_k": 3},
+                     {"temperature": 1.0, "beam_size": 2}):
+        with pytest.raises(errors.HParamsError) as searched:
+            search.check_arguments(**settings)
+        with pytest.raises(errors.HParamsError) as translated:
+            translator_lib.check_settings(**settings)
+        assert str(searched.value) == str(translated.value)
+
+
+def test_tensor_arguments_are_left_to_the_ops(model):
+    """A tensor `max_length` / `lengths` (traced, as in `decoding.export`) runs as before: nothing to check."""
+    inputs = tf.constant(sources())
+    lengths = search.decode_lengths(inputs, 2)
+    expected_greedy = ops.convert_to_numpy(search.greedy(model, inputs, 8, lengths=lengths)[0])
+    expected_beam = ops.convert_to_numpy(search.beam_search(model, inputs, 8, beam_size=2, lengths=lengths)[0])
+    spec = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32), tf.TensorSpec([None], tf.int32)]
+    greedy = tf.function(lambda x, n, rows: search.greedy(model, x, n, lengths=rows), input_signature=spec)
+    beam = tf.function(lambda x, n, rows: search.beam_search(model, x, n, beam_size=2, lengths=rows),
+                       input_signature=spec)
+    np.testing.assert_array_equal(greedy(inputs, tf.constant(8), lengths)[0].numpy(), expected_greedy)
+    np.testing.assert_array_equal(beam(inputs, tf.constant(8), lengths)[0].numpy(), expected_beam)
+
+
+# F11: no filler hypotheses.
+
+class NoVocabAttribute:
+    """A model wrapper that does not say its vocabulary: the search reads it from the logits."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def encode(self, inputs, training=None):
+        return self.model.encode(inputs, training=training)
+
+    def init_cache(self, *args):
+        return self.model.init_cache(*args)
+
+    def decode_step(self, ids, cache, index):
+        return self.model.decode_step(ids, cache, index)
+
+
+@pytest.mark.parametrize("wrap", [False, True])
+def test_a_beam_wider_than_the_usable_ids_is_refused(wrap):
+    model = tiny(4)  # PAD, EOS and two symbols: three usable ids.
+    model = NoVocabAttribute(model) if wrap else model
+    with pytest.raises(ValueError, match="'beam_size' must be <= 3, the target vocabulary's usable ids"):
+        search.beam_search(model, np.array([[2, 3, 1]], np.int32), max_length=1, beam_size=4, alpha=0.0)
+
+
+@pytest.mark.parametrize("vocab, beam_size, max_length", [(4, 3, 1), (4, 3, 2), (5, 4, 1), (3, 2, 1), (6, 5, 3)])
+def test_the_widest_beam_allowed_is_filled_with_distinct_hypotheses(vocab, beam_size, max_length):
+    ids, scores = search.beam_search(tiny(vocab), np.array([[2, 1]], np.int32), max_length, beam_size, alpha=0.0)
+    ids, scores = ops.convert_to_numpy(ids)[0], ops.convert_to_numpy(scores)[0]
+    assert np.all(scores > -1e6), scores
+    assert len({tuple(row) for row in ids}) == beam_size
+
+
+def test_a_row_that_decodes_nothing_has_one_hypothesis_and_empty_slots(model):
+    ids, scores = search.beam_search(model, sources(), 5, beam_size=3, lengths=np.array([0, 4], np.int32))
+    ids, scores = ops.convert_to_numpy(ids), ops.convert_to_numpy(scores)
+    assert not ids[0].any()
+    assert scores[0].tolist() == [0.0, -math.inf, -math.inf]
+    assert np.all(np.isfinite(scores[1]))
+    _, none = search.beam_search(model, sources(), 0, beam_size=2)
+    assert ops.convert_to_numpy(none).tolist() == [[0.0, -math.inf], [0.0, -math.inf]]
