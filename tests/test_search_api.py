@@ -1,6 +1,6 @@
 """The Python API of the search and the Translator: arguments checked up front, vocabularies matched, beams filled.
 
-Audit 17's findings F7 (search arguments) and F11 (filler hypotheses).
+Audit 17's findings F4 (vocabularies), F7 (search arguments) and F11 (filler hypotheses).
 """
 
 import math
@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 from keras import ops
 
-from t2t_relpos import errors
+from t2t_relpos import errors, registry
 from t2t_relpos.decoding import search
 from t2t_relpos.decoding import translator as translator_lib
 from t2t_relpos.models import Transformer
@@ -31,8 +31,26 @@ def model():
     return tiny(12)
 
 
+@pytest.fixture(scope="module")
+def decimal():
+    return registry.problem("algorithmic_reverse_decimal40")  # Vocabulary 13 on both sides.
+
+
 def sources():
     return np.array([[5, 6, 7, 8, 9, 1], [3, 4, 1, 0, 0, 0]], np.int32)
+
+
+# F4: the model's vocabularies against the problem's.
+
+@pytest.mark.parametrize("sizes, side, pattern", [
+    ((5, 13), "input", "model's input vocabulary has 5 ids but the problem's input encoder has 13"),
+    ((13, 5), "target", "model's target vocabulary has 5 ids but the problem's target encoder has 13"),
+    ((13, 40), "target", "model's target vocabulary has 40 ids but the problem's target encoder has 13"),
+])
+def test_translator_refuses_a_model_made_for_other_vocabularies(decimal, sizes, side, pattern):
+    del side
+    with pytest.raises(ValueError, match=pattern):
+        translator_lib.Translator(tiny(*sizes), decimal, beam_size=1, extra_length=3, jit_compile=True)
 
 
 # F7: the search's own arguments, checked before anything runs.
@@ -111,6 +129,14 @@ def test_a_beam_wider_than_the_usable_ids_is_refused(wrap):
     model = NoVocabAttribute(model) if wrap else model
     with pytest.raises(ValueError, match="'beam_size' must be <= 3, the target vocabulary's usable ids"):
         search.beam_search(model, np.array([[2, 3, 1]], np.int32), max_length=1, beam_size=4, alpha=0.0)
+
+
+def test_translator_refuses_a_beam_wider_than_the_usable_ids():
+    binary = registry.problem("algorithmic_reverse_binary40")  # Vocabulary 5: four usable ids.
+    with pytest.raises(ValueError, match="'beam_size' must be <= 4"):
+        translator_lib.Translator(tiny(5), binary, beam_size=5)
+    assert len(translator_lib.Translator(tiny(5), binary, beam_size=4, extra_length=1).translate(
+        ["1"], return_beams=True)[0]) == 4
 
 
 @pytest.mark.parametrize("vocab, beam_size, max_length", [(4, 3, 1), (4, 3, 2), (5, 4, 1), (3, 2, 1), (6, 5, 3)])

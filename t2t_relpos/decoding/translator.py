@@ -43,10 +43,12 @@ class Translator:
     `beam_size` most probable labels with their log-probabilities.
 
     Args:
-        model: A model with `encode` / `init_cache` / `decode_step` (e.g. `Transformer`), or `classify`.
+        model: A model with `encode` / `init_cache` / `decode_step` (e.g. `Transformer`), or `classify`. Its
+            `input_vocab_size` and `target_vocab_size` (where it has them) must be the problem's.
         problem: Its `Problem` (for the text encoders).
         data_dir: Where the problem's vocabulary lives, if it has one.
-        beam_size: 1 decodes greedily; more runs beam search.
+        beam_size: 1 decodes greedily; more runs beam search (at most the target vocabulary's size less one:
+            the ids but padding).
         alpha: Length-penalty exponent of beam search.
         extra_length: Each output may be this many tokens longer than its own source (whatever else is in
             its batch).
@@ -55,16 +57,23 @@ class Translator:
         temperature, top_k: Sample instead of searching when temperature > 0 (beam_size must be 1).
         seed: Seed of the sampling.
         jit_compile: Compile the search with XLA.
+
+    Raises:
+        ValueError: a setting that cannot work (`check_settings`), or a model whose vocabulary sizes are not the
+            problem's.
     """
 
     def __init__(self, model, problem, data_dir=None, beam_size=4, alpha=0.6, extra_length=50, batch_size=32,
                  max_input_length=1024, temperature=0.0, top_k=0, seed=None, jit_compile=False):
-        check_settings(beam_size, alpha, extra_length, batch_size, max_input_length, temperature, top_k)
+        encoders = problem.feature_encoders(data_dir)
+        self.input_encoder, self.target_encoder = encoders["inputs"], encoders["targets"]
+        self.classifies = hasattr(model, "classify")
+        _check_vocab_sizes(model, self.input_encoder.vocab_size, self.target_encoder.vocab_size)
+        check_settings(beam_size, alpha, extra_length, batch_size, max_input_length, temperature, top_k,
+                       None if self.classifies else self.target_encoder.vocab_size)
         self.model = model
         search.ensure_built(model)  # Before the search is traced.
         self.problem = problem
-        encoders = problem.feature_encoders(data_dir)
-        self.input_encoder, self.target_encoder = encoders["inputs"], encoders["targets"]
         self.beam_size = beam_size
         self.alpha = alpha
         self.extra_length = extra_length
@@ -74,7 +83,6 @@ class Translator:
         self.top_k = top_k
         self._seed = keras.random.SeedGenerator(seed) if temperature > 0 else None
         self._search = tf.function(self._search_ids, reduce_retracing=True, jit_compile=jit_compile)
-        self.classifies = hasattr(model, "classify")
 
     def encode(self, text):
         """Source ids with EOS, and whether the text was cut to `max_input_length` tokens."""
@@ -130,6 +138,16 @@ class Translator:
             decoded = [(self.target_encoder.decode(ids), score) for ids, score in hypotheses]
             outputs.append(decoded if return_beams else decoded[0][0])
         return outputs
+
+
+def _check_vocab_sizes(model, input_vocab_size, target_vocab_size):
+    """Refuses a model whose vocabulary sizes (where it says them) are not those of the problem's encoders."""
+    for side, problem_size in (("input", input_vocab_size), ("target", target_vocab_size)):
+        model_size = getattr(model, f"{side}_vocab_size", None)
+        if model_size is not None and model_size != problem_size:
+            raise ValueError(f"the model's {side} vocabulary has {model_size} ids but the problem's {side} encoder "
+                             f"has {problem_size}: the model was not made for this problem (or this data_dir's "
+                             f"vocabulary)")
 
 
 def _bucket(length):
