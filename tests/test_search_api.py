@@ -1,9 +1,11 @@
 """The Python API of the search and the Translator: arguments checked up front, vocabularies matched, beams filled.
 
-Audit 17's findings F4 (vocabularies), F7 (search arguments) and F11 (filler hypotheses).
+Audit 17's findings F4 (vocabularies), F7 (search arguments), F8 (`translate`'s inputs) and F11 (filler
+hypotheses).
 """
 
 import math
+import warnings
 
 import keras
 import numpy as np
@@ -103,6 +105,40 @@ def test_tensor_arguments_are_left_to_the_ops(model):
                        input_signature=spec)
     np.testing.assert_array_equal(greedy(inputs, tf.constant(8), lengths)[0].numpy(), expected_greedy)
     np.testing.assert_array_equal(beam(inputs, tf.constant(8), lengths)[0].numpy(), expected_beam)
+
+
+# F8: translate's inputs and outputs.
+
+@pytest.fixture(scope="module")
+def translator(decimal):
+    return translator_lib.Translator(tiny(13), decimal, beam_size=3, extra_length=3)
+
+
+def test_translate_refuses_a_bare_string(translator):
+    with pytest.raises(TypeError, match=r"texts must be a list of strings, got a str; wrap it: \[text\]"):
+        translator.translate("123")
+
+
+def test_every_input_gets_beam_size_hypotheses_the_empty_one_too(translator):
+    beams = translator.translate(["", "12", "  "], return_beams=True)
+    assert [len(b) for b in beams] == [3, 3, 3]
+    assert beams[0] == beams[2] == [("", 0.0), ("", -math.inf), ("", -math.inf)]
+    assert all(math.isfinite(score) for _, score in beams[1])
+    assert translator.translate(["", "12"]) == ["", translator.translate(["12"])[0]]
+
+
+def test_translate_takes_any_iterable_of_strings(translator):
+    assert translator.translate(iter(["12", "3"])) == translator.translate(["12", "3"])
+
+
+def test_truncation_warns_with_the_inputs_index(decimal):
+    cut = translator_lib.Translator(tiny(13), decimal, beam_size=1, extra_length=3, max_input_length=3)
+    with pytest.warns(UserWarning, match=r"texts\[1\] has more than 3 tokens \(EOS included\); truncated") as got:
+        cut.translate(["12", "123456", "1"])
+    assert len([w for w in got if issubclass(w.category, UserWarning)]) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        cut.translate(["12"])  # Two tokens and EOS: not cut.
 
 
 # F11: no filler hypotheses.

@@ -6,6 +6,7 @@
 """
 
 import math
+import warnings
 
 import keras
 import numpy as np
@@ -53,7 +54,8 @@ class Translator:
         extra_length: Each output may be this many tokens longer than its own source (whatever else is in
             its batch).
         batch_size: Sentences per batch (sentences are sorted by length first).
-        max_input_length: Longer sources are truncated to this many tokens (see `encode`).
+        max_input_length: Longer sources are truncated to this many tokens, EOS included (see `encode`), with a
+            warning.
         temperature, top_k: Sample instead of searching when temperature > 0 (beam_size must be 1).
         seed: Seed of the sampling.
         jit_compile: Compile the search with XLA.
@@ -129,12 +131,31 @@ class Translator:
         return results
 
     def translate(self, texts, return_beams=False):
-        """Decodes each text; with `return_beams`, a list of (text, score) pairs per input, best first."""
-        sources = [self.encode(text)[0] for text in texts]
+        """Decodes each text; with `return_beams`, a list of (text, score) pairs per input, best first.
+
+        Args:
+            texts: A list (or other iterable) of strings; a bare string is refused (TypeError).
+            return_beams: Return every hypothesis (`beam_size` of them; a classifier's labels), not only the best.
+                Every input gets as many pairs: an empty (or blank) text is not decoded, and gets `("", 0.0)`,
+                its only output, with probability 1, followed by `("", -inf)` in the slots no other hypothesis
+                fills.
+
+        A text longer than `max_input_length` tokens (EOS included) is truncated, with a warning naming its index.
+        """
+        if isinstance(texts, (str, bytes)):
+            raise TypeError(f"texts must be a list of strings, got a {type(texts).__name__}; wrap it: [text]")
+        texts = list(texts)
+        sources = []
+        for index, text in enumerate(texts):
+            ids, truncated = self.encode(text)
+            if truncated:
+                warnings.warn(f"texts[{index}] has more than {self.max_input_length} tokens (EOS included); "
+                              f"truncated", stacklevel=2)
+            sources.append(ids)
         outputs = []
         for text, hypotheses in zip(texts, self.decode_ids(sources)):
             if not text.strip():
-                hypotheses = [([], 0.0)]
+                hypotheses = [([], 0.0)] + [([], float("-inf"))] * (len(hypotheses) - 1)
             decoded = [(self.target_encoder.decode(ids), score) for ids, score in hypotheses]
             outputs.append(decoded if return_beams else decoded[0][0])
         return outputs
