@@ -114,8 +114,8 @@ def batch_examples(examples, batch_size, max_length, min_length=8, length_bucket
         length_bucket_step: Geometric growth of the boundaries.
         drop_long: Drop examples longer than `max_length` (training). Otherwise they are kept, one per batch.
         pad_to_bucket_boundary: Pad every batch to its bucket's longest length, so that the shapes come from a
-            small fixed set (one XLA compilation per bucket). All examples must then be <= max_length. A feature
-            of one id per example is left `[rows, 1]`.
+            small fixed set (one XLA compilation per bucket). An example longer than `max_length` (kept with
+            `drop_long=False`) is a batch of its own length. A feature of one id per example is left `[rows, 1]`.
         shuffle_batches: Emit the batches completed by a chunk in random order (training), else by bucket.
         seed: Makes `shuffle_batches` deterministic (with the chunk's index), or None for random.
         chunk_size: Examples bucketed per pass.
@@ -266,9 +266,11 @@ def _padded(batch, scheme, pad_to_bucket_boundary):
     dense = {name: rows.to_tensor(default_value=tf.constant(PAD_ID, rows.dtype))
              for name, rows in batch.items() if name != "bucket"}
     if pad_to_bucket_boundary:
+        # The open bucket past max_length (kept examples, drop_long=False) has no boundary: left as it is.
         length = tf.gather(tf.constant(scheme.bucket_lengths() + (0,), tf.int32), bucket)
         widths = {name: tf.shape(t)[1] for name, t in dense.items()}
-        dense = {name: tf.pad(t, [[0, 0], [0, tf.where(widths[name] > 1, length, widths[name]) - widths[name]]],
+        dense = {name: tf.pad(t, [[0, 0], [0, tf.maximum(tf.where(widths[name] > 1, length, widths[name])
+                                                         - widths[name], 0)]],
                               constant_values=PAD_ID)
                  for name, t in dense.items()}
     return dense

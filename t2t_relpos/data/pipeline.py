@@ -15,7 +15,7 @@ from t2t_relpos.problems import problem as problem_lib
 # File-based problems are shuffled when their data is prepared; this buffer only decorrelates neighbours.
 DEFAULT_SHUFFLE_BUFFER = 1024
 # Bucket extent for eval sets whose longest sequence the problem does not know. Longer examples are still
-# kept (alone in their batch) unless `pad_to_bucket_boundary` is set.
+# kept, alone in their batch, at their own length (also with `pad_to_bucket_boundary`).
 EVAL_FALLBACK_MAX_LENGTH = 2048
 
 

@@ -33,12 +33,17 @@ def _in_xla_context():
 
 
 def _check_room(buffer, update, index, axis):
-    """Refuses a write past the buffer's end where the index is known (eager calls).
+    """Refuses an update of another shape than the buffer's, and a write past its end where the index is known.
 
     Inside `tf.function` / `jax.jit` the index is a traced value and this cannot be checked without a host
     round trip per step; there XLA clamps the write into the buffer (the last positions are overwritten) and
     TensorFlow's graph kernels raise. Size the cache for the longest output (`init_cache(..., max_length)`).
     """
+    for a, (want, got) in enumerate(zip(buffer.shape, update.shape)):
+        if a != axis and want is not None and got is not None and want != got:
+            # TensorFlow's in-place kernel would broadcast, e.g. one row of ids over a cache of two.
+            raise ValueError(f"new positions of shape {tuple(update.shape)} do not fit a cache of shape "
+                             f"{tuple(buffer.shape)} (axis {a}: {got} against {want}; axis 0 is the batch)")
     start = concrete(index)
     size, count = buffer.shape[axis], update.shape[axis]
     if start is None or size is None or count is None:

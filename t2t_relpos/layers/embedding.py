@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from t2t_relpos.layers.checks import concrete
+
 
 @keras.saving.register_keras_serializable(package="t2t_relpos")
 class TokenEmbedding(keras.layers.Layer):
@@ -21,7 +23,8 @@ class TokenEmbedding(keras.layers.Layer):
             start with the pad id, and that position is not padding.
 
     Call arguments:
-        ids: int `[B, T]`.
+        ids: int `[B, T]`, in `[0, vocab_size)` (checked in eager calls; inside `tf.function` / `jax.jit`
+            XLA would clamp an id out of range).
 
     Returns:
         `[B, T, hidden_size]`.
@@ -48,7 +51,13 @@ class TokenEmbedding(keras.layers.Layer):
             initializer=keras.initializers.RandomNormal(stddev=self.hidden_size ** -0.5))
 
     def call(self, ids):
-        x = ops.take(self.embeddings, ops.cast(ids, "int32"), axis=0)
+        ids = ops.cast(ids, "int32")
+        values = concrete(ids)
+        if values is not None and values.size and not 0 <= values.min() <= values.max() < self.vocab_size:
+            bad = values.min() if values.min() < 0 else values.max()
+            # Unchecked, a negative id would read row vocab_size + id, and XLA would clamp one too large.
+            raise ValueError(f"ids must be in [0, vocab_size={self.vocab_size}), got {bad}")
+        x = ops.take(self.embeddings, ids, axis=0)
         keep = ops.cast(ops.not_equal(ids, self.pad_id), x.dtype)[..., None]
         return x * ops.cast(self.hidden_size ** 0.5, x.dtype) * keep
 

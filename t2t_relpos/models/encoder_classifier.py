@@ -18,6 +18,7 @@ from t2t_relpos.layers.act import ponder_cost
 from t2t_relpos.layers.embedding import TokenEmbedding
 from t2t_relpos.layers.fact_embedding import FactEmbedding
 from t2t_relpos.layers.transformer_stack import TransformerEncoder
+from t2t_relpos.models.inputs import architecture_arguments, build_once, check_features, check_ids, ensure_built
 from t2t_relpos.models.transformer import PAD_ID, stack_arguments
 from t2t_relpos.models.universal_transformer import RECURRENCE_HPARAMS, RecurrentEncoderMixin
 
@@ -111,17 +112,19 @@ class TransformerEncoderClassifier(keras.Model):
     @classmethod
     def from_hparams(cls, hparams, input_vocab_size, target_vocab_size, **kwargs):
         """Builds the model described by an `HParams` (see `hparams_names`)."""
-        return cls(input_vocab_size, target_vocab_size, **{n: hparams.get(n) for n in cls.hparams_names()},
+        return cls(input_vocab_size, target_vocab_size, **architecture_arguments(hparams, cls.hparams_names()),
                    **kwargs)
 
     def build(self, features_shape=None):
-        self.embedding.build()
-        self.encoder.build((None, None, self.hidden_size))
-        self.classifier.build((None, self.hidden_size))
+        build_once(self.embedding)
+        build_once(self.encoder, (None, None, self.hidden_size))
+        build_once(self.classifier, (None, self.hidden_size))
 
     # -- the forward pass --------------------------------------------------------------------------------
     def embed(self, inputs):
         """`[B, S]` ids -> (`[B, L, hidden_size]` positions, bool `[B, L]` mask); L = S, or facts."""
+        ensure_built(self)
+        inputs = check_ids("inputs", inputs)
         if self.fact_width:
             return self.embedding(inputs)
         return self.embedding(inputs), ops.not_equal(inputs, PAD_ID)
@@ -150,6 +153,7 @@ class TransformerEncoderClassifier(keras.Model):
         return ops.cast(self.classifier(pooled), "float32")
 
     def call(self, features, training=None, return_details=False):
+        check_features(features, ("inputs",))
         encoded, mask, ponder_times = self.encode_with_ponder_times(features["inputs"], training=training)
         logits = self._classify(encoded, mask)[:, None, :]
         if not return_details:

@@ -6,6 +6,7 @@ from keras import ops
 from t2t_relpos import registry
 from t2t_relpos.layers.embedding import TokenEmbedding
 from t2t_relpos.layers.transformer_stack import TransformerDecoder, TransformerEncoder
+from t2t_relpos.models.inputs import architecture_arguments, build_once, check_features, check_ids, ensure_built
 
 PAD_ID = 0
 
@@ -127,8 +128,8 @@ class Transformer(keras.Model):
     @classmethod
     def from_hparams(cls, hparams, input_vocab_size, target_vocab_size, **kwargs):
         """Builds the model described by an `HParams` (see `ARCHITECTURE_HPARAMS`)."""
-        names = cls.hparams_names()
-        return cls(input_vocab_size, target_vocab_size, **{n: hparams.get(n) for n in names}, **kwargs)
+        return cls(input_vocab_size, target_vocab_size, **architecture_arguments(hparams, cls.hparams_names()),
+                   **kwargs)
 
     @classmethod
     def hparams_names(cls):
@@ -137,23 +138,26 @@ class Transformer(keras.Model):
     def build(self, features_shape=None):
         """Creates every weight (the shapes of the features do not matter beyond their rank)."""
         width = self.hidden_size
-        for embedding in {id(self.input_embedding): self.input_embedding,
-                          id(self.target_embedding): self.target_embedding}.values():
-            embedding.build()
-        self.encoder.build((None, None, width))
-        self.decoder.build((None, None, width), (None, None, width))
+        for layer in (self.input_embedding, self.target_embedding):
+            build_once(layer)
+        build_once(self.encoder, (None, None, width))
+        build_once(self.decoder, (None, None, width), (None, None, width))
         if self.softmax is not None:
-            self.softmax.build((None, None, width))
+            build_once(self.softmax, (None, None, width))
 
     # -- the forward pass --------------------------------------------------------------------------------
     def encode(self, inputs, training=None):
         """`[B, S]` ids -> (encoder output `[B, S, hidden_size]`, bool padding mask `[B, S]`)."""
+        ensure_built(self)
+        inputs = check_ids("inputs", inputs)
         mask = ops.not_equal(inputs, PAD_ID)
         x = self.input_embedding(inputs)
         return self.encoder(x, padding_mask=mask, training=training), mask
 
     def decode(self, decoder_inputs, encoder_output, encoder_mask, training=None):
         """Teacher-forced decoding: `[B, T]` right-shifted ids -> float32 logits `[B, T, V]`."""
+        ensure_built(self)
+        decoder_inputs = check_ids("decoder inputs", decoder_inputs)
         y = self.decoder(self.target_embedding(decoder_inputs), encoder_output, encoder_mask=encoder_mask,
                          training=training)
         return self.logits(y)
@@ -163,6 +167,7 @@ class Transformer(keras.Model):
         return ops.cast(logits, "float32")
 
     def call(self, features, training=None, return_details=False):
+        check_features(features, ("inputs", "targets"))
         encoder_output, encoder_mask = self.encode(features["inputs"], training=training)
         logits = self.decode(shift_right(features["targets"]), encoder_output, encoder_mask, training=training)
         if return_details:
@@ -172,6 +177,7 @@ class Transformer(keras.Model):
     # -- incremental decoding ----------------------------------------------------------------------------
     def init_cache(self, encoder_output, encoder_mask, max_length):
         """Decoder state for `decode_step`: empty self-attention buffers and the encoder's keys/values."""
+        ensure_built(self)
         return self.decoder.init_cache(encoder_output, max_length, encoder_mask)
 
     def decode_step(self, ids, cache, index):
@@ -179,6 +185,8 @@ class Transformer(keras.Model):
 
         The first step feeds the start symbol (PAD) at index 0. Steps of several tokens are exact.
         """
+        ensure_built(self)
+        ids = check_ids("ids", ids)
         y, cache = self.decoder(self.target_embedding(ids), cache=cache, cache_index=index, training=False)
         return self.logits(y), cache
 

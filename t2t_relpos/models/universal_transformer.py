@@ -6,6 +6,7 @@ from keras import ops
 from t2t_relpos import registry
 from t2t_relpos.layers.act import ponder_cost
 from t2t_relpos.layers.universal import UniversalTransformerDecoder, UniversalTransformerEncoder
+from t2t_relpos.models.inputs import check_features, check_ids, ensure_built
 from t2t_relpos.models.transformer import ARCHITECTURE_HPARAMS, PAD_ID, Transformer, shift_right
 
 # Hyperparameters (names as in `hparams/defaults.py`) of the recurrence, on top of the Transformer's.
@@ -95,6 +96,8 @@ class UniversalTransformer(RecurrentEncoderMixin, Transformer):
     # -- the forward pass --------------------------------------------------------------------------------
     def encode_with_ponder_times(self, inputs, training=None):
         """`[B, S]` ids -> (encoder output `[B, S, D]`, bool mask `[B, S]`, float32 ponder times `[B, S]`)."""
+        ensure_built(self)
+        inputs = check_ids("inputs", inputs)
         mask = ops.not_equal(inputs, PAD_ID)
         output, ponder_times = self.encoder(self.input_embedding(inputs), padding_mask=mask, training=training,
                                             return_ponder_times=True)
@@ -108,6 +111,7 @@ class UniversalTransformer(RecurrentEncoderMixin, Transformer):
         return self.encode_with_ponder_times(inputs, training=False)[2]
 
     def call(self, features, training=None, return_details=False):
+        check_features(features, ("inputs", "targets"))
         targets = features["targets"]
         encoder_output, encoder_mask, encoder_ponder = self.encode_with_ponder_times(features["inputs"],
                                                                                      training=training)
