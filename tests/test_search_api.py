@@ -1,7 +1,7 @@
 """The Python API of the search and the Translator: arguments checked up front, vocabularies matched, beams filled.
 
-Audit 17's findings F4 (vocabularies), F7 (search arguments), F8 (`translate`'s inputs) and F11 (filler
-hypotheses).
+Audit 17's findings F4 (vocabularies), F7 (search arguments), F8 (`translate`'s inputs), F9 (classifiers) and
+F11 (filler hypotheses).
 """
 
 import math
@@ -17,6 +17,8 @@ from t2t_relpos import errors, registry
 from t2t_relpos.decoding import search
 from t2t_relpos.decoding import translator as translator_lib
 from t2t_relpos.models import Transformer
+from t2t_relpos.models.encoder_classifier import TransformerEncoderClassifier
+from t2t_relpos.problems import problem as problem_lib
 
 TINY = {"hidden_size": 16, "filter_size": 32, "num_heads": 2, "num_encoder_layers": 1, "num_decoder_layers": 1}
 
@@ -53,6 +55,13 @@ def test_translator_refuses_a_model_made_for_other_vocabularies(decimal, sizes, 
     del side
     with pytest.raises(ValueError, match=pattern):
         translator_lib.Translator(tiny(*sizes), decimal, beam_size=1, extra_length=3, jit_compile=True)
+
+
+def test_translator_refuses_a_classifier_made_for_other_labels():
+    classifier = TransformerEncoderClassifier(8, 9, hidden_size=16, filter_size=32, num_heads=2,
+                                              num_encoder_layers=1)
+    with pytest.raises(ValueError, match="target vocabulary has 9 ids but the problem's target encoder has 5"):
+        translator_lib.Translator(classifier, Labels(), beam_size=1)
 
 
 # F7: the search's own arguments, checked before anything runs.
@@ -139,6 +148,40 @@ def test_truncation_warns_with_the_inputs_index(decimal):
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         cut.translate(["12"])  # Two tokens and EOS: not cut.
+
+
+# F9: a classifier's labels.
+
+class Labels(problem_lib.Problem):
+    """Inputs a-f, three labels: vocabularies 8 and 5 (PAD and EOS reserved)."""
+
+    def feature_encoders(self, data_dir=None):
+        return {"inputs": problem_lib.SymbolEncoder("abcdef"),
+                "targets": problem_lib.SymbolEncoder(["yes", "no", "maybe"])}
+
+    def _dataset(self, *args):
+        raise NotImplementedError
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    keras.utils.set_random_seed(0)
+    return TransformerEncoderClassifier(8, 5, hidden_size=16, filter_size=32, num_heads=2, num_encoder_layers=1)
+
+
+def test_classifier_label_scores_are_log_probabilities_over_the_labels(classifier):
+    beams = translator_lib.Translator(classifier, Labels(), beam_size=3).translate(["abc", "fed"],
+                                                                                   return_beams=True)
+    for labels in beams:
+        assert sorted(label for label, _ in labels) == ["maybe", "no", "yes"]
+        assert sum(math.exp(score) for _, score in labels) == pytest.approx(1.0, abs=1e-5)
+        assert [score for _, score in labels] == sorted((score for _, score in labels), reverse=True)
+
+
+@pytest.mark.parametrize("settings", [{"temperature": 5.0}, {"temperature": 1.0, "top_k": 2}])
+def test_a_classifier_is_not_sampled(classifier, settings):
+    with pytest.raises(ValueError, match="not sampled: temperature and top_k must be 0"):
+        translator_lib.Translator(classifier, Labels(), beam_size=1, **settings)
 
 
 # F11: no filler hypotheses.

@@ -41,7 +41,9 @@ class Translator:
     """Decodes text with a trained model and its problem's encoders.
 
     A model with `classify` (the encoder-only classifiers) answers each source with one label instead: the
-    `beam_size` most probable labels with their log-probabilities.
+    `beam_size` most probable labels (at most all of them) with their log-probabilities, normalised over the
+    labels (the reserved ids PAD and EOS are not labels). A classifier is not sampled: `temperature` and
+    `top_k` must be 0.
 
     Args:
         model: A model with `encode` / `init_cache` / `decode_step` (e.g. `Transformer`), or `classify`. Its
@@ -61,8 +63,8 @@ class Translator:
         jit_compile: Compile the search with XLA.
 
     Raises:
-        ValueError: a setting that cannot work (`check_settings`), or a model whose vocabulary sizes are not the
-            problem's.
+        ValueError: a setting that cannot work (`check_settings`), a model whose vocabulary sizes are not the
+            problem's, or sampling settings for a classifier.
     """
 
     def __init__(self, model, problem, data_dir=None, beam_size=4, alpha=0.6, extra_length=50, batch_size=32,
@@ -71,6 +73,10 @@ class Translator:
         self.input_encoder, self.target_encoder = encoders["inputs"], encoders["targets"]
         self.classifies = hasattr(model, "classify")
         _check_vocab_sizes(model, self.input_encoder.vocab_size, self.target_encoder.vocab_size)
+        if self.classifies and (temperature or top_k):
+            raise errors.HParamsError(f"a classifier ({type(model).__name__}) answers with its most probable labels "
+                                      f"and is not sampled: temperature and top_k must be 0, got "
+                                      f"temperature={temperature}, top_k={top_k}")
         check_settings(beam_size, alpha, extra_length, batch_size, max_input_length, temperature, top_k,
                        None if self.classifies else self.target_encoder.vocab_size)
         self.model = model
@@ -96,9 +102,9 @@ class Translator:
 
     def _search_ids(self, inputs, max_length):
         if self.classifies:
-            log_probs = tf.nn.log_softmax(self.model.classify(inputs, training=False), axis=-1)
-            reserved = tf.range(tf.shape(log_probs)[-1]) < NUM_RESERVED_IDS  # PAD and EOS are not labels.
-            log_probs = tf.where(reserved, -float("inf"), log_probs)
+            logits = tf.cast(self.model.classify(inputs, training=False), tf.float32)
+            reserved = tf.range(tf.shape(logits)[-1]) < NUM_RESERVED_IDS  # PAD and EOS are not labels.
+            log_probs = tf.nn.log_softmax(tf.where(reserved, -float("inf"), logits), axis=-1)  # Over the labels.
             scores, labels = tf.math.top_k(log_probs, k=min(self.beam_size, log_probs.shape[-1] - NUM_RESERVED_IDS))
             return labels[..., None], scores
         lengths = search.decode_lengths(inputs, self.extra_length)  # Per source: batch-mates do not matter.
