@@ -49,10 +49,22 @@ def _as_a_fresh_process(stdin):
     """Gives a tool run in this process what `python -c` would give it: stdin, stdout and stderr of its own
     (file descriptors 1 and 2 included, for what TensorFlow's C++ code writes), Python's default warning
     filters, the absl logging handler on the root logger writing to that stderr, and no flags parsed. All of it
-    (and the flags the tool defines, os.environ, the root logger) is put back afterwards."""
+    (and the flags the tool defines, os.environ, the root logger, and what a --usr_dir registers) is put back
+    afterwards."""
     from absl import flags  # pylint: disable=import-outside-toplevel
     from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
+    import gin.config  # pylint: disable=import-outside-toplevel
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.hparams import hparams_lib  # pylint: disable=import-outside-toplevel
 
+    # What --usr_dir adds in the process (registrations, the module, search paths) goes when the run ends.
+    # pylint: disable=protected-access
+    registry._load_builtins()  # Loaded once per process: the package's own registrations stay.
+    registries = [(r, dict(r._entries)) for r in (registry.PROBLEMS, registry.MODELS, registry.HPARAMS)]
+    lists = [(x, list(x)) for x in (registry._USR_DIRS, hparams_lib._SEARCH_PATHS, gin.config._LOCATION_PREFIXES,
+                                    sys.path)]
+    # pylint: enable=protected-access
+    modules = set(sys.modules)
     names = set(flags.FLAGS)
     was_parsed = flags.FLAGS.is_parsed()
     environ = dict(os.environ)
@@ -121,6 +133,26 @@ def _as_a_fresh_process(stdin):
         absl_handler.python_handler.stream = absl_stream
         os.environ.clear()
         os.environ.update(environ)
+        for entries, saved in registries:
+            entries._entries.clear()  # pylint: disable=protected-access
+            entries._entries.update(saved)  # pylint: disable=protected-access
+        for items, saved in lists:
+            items[:] = saved
+        for name in set(sys.modules) - modules:
+            if name.startswith("t2t_relpos_usr."):
+                del sys.modules[name]
+
+
+def _quietly_list_devices():
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        sys.modules["tensorflow"].config.list_physical_devices()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def call_tool(tool, *args, stdin=None):
@@ -130,6 +162,11 @@ def call_tool(tool, *args, stdin=None):
     For the tools' error paths, which end before any training: it saves the 5-10 s of a new process importing
     TensorFlow. Each tool's path as a process keeps tests of its own, with `run_tool`."""
     module = importlib.import_module(TOOLS[tool])
+    if "tensorflow" in sys.modules:
+        # A fresh process probes for devices while it imports TensorFlow, with stderr quiet (common.
+        # import_tensorflow, a no-op where TensorFlow is imported already): the probe must not come first
+        # inside the run, where the CUDA stub's error line would land in its stderr.
+        _quietly_list_devices()
     argv = ["-c", *args]
     with _as_a_fresh_process(stdin) as out:
         try:
@@ -154,6 +191,17 @@ def assert_usage_error(result, *fragments):
     assert "Traceback" not in result.stderr, result.stderr
     for fragment in fragments:
         assert fragment in result.stderr, result.stderr
+
+
+def test_a_tool_called_in_this_process_answers_as_its_process_does(tmp_path):
+    """`call_tool` stands in for `run_tool` in the refusal tests: the same status, stdout and stderr, byte for byte
+    (a stray line of TensorFlow's in its stderr would pass for a tool's own in one-line tests)."""
+    args = ("t2t-relpos-trainer", "--problem=algorithmic_reverse_decimal40", "--hparams_set=transformer_tiny_rel",
+            "--hparams=hidden_size=64,num_heads=5", f"--output_dir={tmp_path / 'run'}")
+    here, there = call_tool(*args), run_tool(*args)
+    assert (here.returncode, here.stdout, here.stderr) == (there.returncode, there.stdout, there.stderr), (here, there)
+    assert here.returncode == 2 and len(here.stderr.splitlines()) == 1, here
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("tool", sorted(TOOLS))

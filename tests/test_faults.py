@@ -77,9 +77,13 @@ def trained(tmp_path_factory):
     return {"root": root, "usr": str(usr), "data": data, "run": run}
 
 
-def decode(trained, *args, run=None, stdin=None, usr=True, data=None):
+def decode(trained, *args, run=None, stdin=None, usr=True, data=None, here=True):
+    """The decoder on the trained run: in this process (`test_cli.call_tool`, no new process importing
+    TensorFlow), or with here=False as a fresh process."""
     flags = [f"--output_dir={run or trained['run']}", f"--data_dir={data or trained['data']}"]
     flags += [f"--usr_dir={trained['usr']}"] if usr else []
+    if here:
+        return call_tool("t2t-relpos-decoder", *flags, *args, stdin=stdin)
     return run_tool("t2t-relpos-decoder", *flags, *args, stdin=stdin, timeout=300)
 
 
@@ -97,7 +101,8 @@ def test_decoding_with_another_vocabulary_is_refused(trained, tmp_path, symbols,
 
 
 def test_decoding_a_usr_dir_run_without_its_usr_dir_says_which(trained):
-    result = decode(trained, "--decode_from_file=-", stdin="0123\n", usr=False)
+    # A process: test_a_lines_output_does_not_depend_on_its_batch_mates registers the problem in this one.
+    result = decode(trained, "--decode_from_file=-", stdin="0123\n", usr=False, here=False)
     assert_usage_error(result, "reverse_listed_symbols", f"trained with --usr_dir={trained['usr']}")
 
 
@@ -184,8 +189,8 @@ def test_a_truncated_newest_checkpoint(trained, tmp_path):
     data_file = next(run.glob("ckpt-20.data-*"))
     os.truncate(data_file, 1000)
 
-    one_line_error(decode(trained, "--decode_from_file=-", stdin="12\n", run=run), f"checkpoint {run}/ckpt-20 is "
-                   "unreadable", data_file.name)
+    one_line_error(decode(trained, "--decode_from_file=-", stdin="12\n", run=run, here=False),
+                   f"checkpoint {run}/ckpt-20 is unreadable", data_file.name)
     averaged = run_tool("t2t-relpos-avg-checkpoints", f"--output_dir={run}", "--num_last=2",
                         f"--usr_dir={trained['usr']}", f"--data_dir={trained['data']}")
     one_line_error(averaged, "ckpt-20 is unreadable", data_file.name)
@@ -208,7 +213,7 @@ def test_averaging_a_relative_output_dir_with_the_sets_count(trained):
     assert result.returncode == 0, result.stderr
     assert "asked to average the last 3 checkpoints but run has only 2" in result.stderr
     assert "Averaged 2 checkpoints (ckpt-10 .. ckpt-20) into run/averaged/ckpt-20" in result.stdout
-    decoded = decode(trained, "--decode_from_file=-", stdin="0123\n", run=trained["run"] / "averaged")
+    decoded = decode(trained, "--decode_from_file=-", stdin="0123\n", run=trained["run"] / "averaged", here=False)
     assert decoded.returncode == 0, decoded.stderr
     assert "the average of 2 checkpoints (ckpt-10 .. ckpt-20)" in decoded.stderr
 
@@ -217,9 +222,9 @@ def test_averaging_a_checkpoint_of_another_model(trained, tmp_path):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     foreign = tf.train.Checkpoint(v=tf.Variable(tf.zeros([1000]))).write(str(tmp_path / "ckpt-5"))
-    result = run_tool("t2t-relpos-avg-checkpoints", f"--output_dir={trained['run']}", f"--checkpoints={foreign}",
-                      f"--averaged_dir={tmp_path / 'avg'}", f"--usr_dir={trained['usr']}",
-                      f"--data_dir={trained['data']}")
+    result = call_tool("t2t-relpos-avg-checkpoints", f"--output_dir={trained['run']}", f"--checkpoints={foreign}",
+                       f"--averaged_dir={tmp_path / 'avg'}", f"--usr_dir={trained['usr']}",
+                       f"--data_dir={trained['data']}")
     one_line_error(result, "does not fit this run's model", "another model")
 
 
@@ -233,7 +238,7 @@ def test_averaging_into_a_run_or_twice_the_same_checkpoint_is_refused_and_loses_
     shutil.copytree(trained["run"], run, ignore=shutil.ignore_patterns("averaged"))
     before = sorted(os.listdir(run)), (run / "checkpoint").read_text()
     usr = (f"--usr_dir={trained['usr']}", f"--data_dir={trained['data']}", "--num_last=2")
-    result = run_tool("t2t-relpos-avg-checkpoints", f"--output_dir={run}", f"--averaged_dir={run}", *usr)
+    result = call_tool("t2t-relpos-avg-checkpoints", f"--output_dir={run}", f"--averaged_dir={run}", *usr)
     one_line_error(result, f"--averaged_dir={run} is the run's own directory")
     assert (sorted(os.listdir(run)), (run / "checkpoint").read_text()) == before
     for target, fragment in ((trained["run"], "holds a run of its own"), (trained["root"], "holds files of its own")):
@@ -244,7 +249,7 @@ def test_averaging_into_a_run_or_twice_the_same_checkpoint_is_refused_and_loses_
 
     # An earlier average is replaced, with a word; a checkpoint from elsewhere is recorded as a full path.
     for checkpoints in (f"{run}/ckpt-10", f"{run}/ckpt-20,{trained['run']}/ckpt-10"):
-        result = run_tool("t2t-relpos-avg-checkpoints", f"--output_dir={run}", f"--checkpoints={checkpoints}", *usr)
+        result = call_tool("t2t-relpos-avg-checkpoints", f"--output_dir={run}", f"--checkpoints={checkpoints}", *usr)
         assert result.returncode == 0, result.stderr
     assert "replacing the average of ckpt-10" in result.stdout
     record = json.loads((run / "averaged" / "hparams.json").read_text())
