@@ -10,7 +10,7 @@ import types
 import numpy as np
 import pytest
 
-from test_cli import run_tool
+from test_cli import call_tool, run_tool
 from test_quality_benchmarks import babi as babi_benchmark
 from t2t_relpos import errors, registry
 from t2t_relpos.problems import babi as babi_problems
@@ -208,9 +208,9 @@ def test_task_repeats_show_a_tasks_examples_that_many_times_per_pass(tmp_path):
     assert next(iter(pipeline.input_dataset(joint, hparams, "train", data_dir=data_dir, seed=1)))["inputs"].shape[0]
     # The trainer refuses a bad value before it writes the run, so the corrected command is not met by it again.
     run = tmp_path / "run"
-    refused = run_tool("t2t-relpos-trainer", "--problem=babi_qa_facts_single_task3_1k",
-                       "--hparams_set=universal_transformer_babi_rel", f"--data_dir={data_dir}", f"--output_dir={run}",
-                       "--hparams=task_repeats=[3:2]", "--train_steps=1", timeout=300)
+    refused = call_tool("t2t-relpos-trainer", "--problem=babi_qa_facts_single_task3_1k",
+                        "--hparams_set=universal_transformer_babi_rel", f"--data_dir={data_dir}", f"--output_dir={run}",
+                        "--hparams=task_repeats=[3:2]", "--train_steps=1")
     assert refused.returncode == 2 and "error: task_repeats=['3:2']" in refused.stderr
     assert not (run / "hparams.json").exists()
 
@@ -417,8 +417,8 @@ def test_tiny_babi_run_through_the_clis(tmp_path):
         answers = f.read().split("\n")[:-1]
     assert len(answers) == 20 * 10 * 3 and set(answers) <= set(PLACES) | {p + ",milk" for p in PLACES}
     assert os.path.getsize(tmp_path / "ponder.png") > 0
-    one = run_tool("t2t-relpos-decoder", f"--output_dir={run}", f"--data_dir={data_dir}", "--decode_from_file=-",
-                   stdin="Mary went to the garden . Where is Mary ?\n", timeout=300)
+    one = call_tool("t2t-relpos-decoder", f"--output_dir={run}", f"--data_dir={data_dir}", "--decode_from_file=-",
+                    stdin="Mary went to the garden . Where is Mary ?\n")  # In this process: the above were processes.
     assert one.returncode == 0 and one.stdout.strip() in answers
     # The benchmark's per-task curve decodes the held-out questions at each kept checkpoint, once.
     args = types.SimpleNamespace(train_steps=6, data_dir=data_dir, single_task=0)

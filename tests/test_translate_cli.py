@@ -55,8 +55,9 @@ def test_train_decode_with_bleu_and_export(tmp_path):
     assert trained.returncode == 0, trained.stdout + trained.stderr
     assert "Final evaluation: accuracy" in trained.stdout and "Exported a SavedModel" in trained.stdout
 
-    decoded = run_tool("t2t-relpos-decoder", f"--output_dir={run}", f"--data_dir={data_dir}", "--decode_split=test",
-                       f"--decode_to_file={tmp_path / 'out.txt'}", "--decode_hparams=beam_size=1", timeout=300)
+    # The decoder in this process (test_cli.call_tool): the trainer above was the fresh process.
+    decoded = call_tool("t2t-relpos-decoder", f"--output_dir={run}", f"--data_dir={data_dir}", "--decode_split=test",
+                        f"--decode_to_file={tmp_path / 'out.txt'}", "--decode_hparams=beam_size=1")
     assert decoded.returncode == 0, decoded.stderr
     assert "BLEU = " in decoded.stdout and "tok:13a" in decoded.stdout and "tok:intl" in decoded.stdout
     assert len((tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")) == 11 + 1
