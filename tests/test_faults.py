@@ -213,7 +213,7 @@ def test_averaging_a_relative_output_dir_with_the_sets_count(trained):
     assert result.returncode == 0, result.stderr
     assert "asked to average the last 3 checkpoints but run has only 2" in result.stderr
     assert "Averaged 2 checkpoints (ckpt-10 .. ckpt-20) into run/averaged/ckpt-20" in result.stdout
-    decoded = decode(trained, "--decode_from_file=-", stdin="0123\n", run=trained["run"] / "averaged", here=False)
+    decoded = decode(trained, "--decode_from_file=-", stdin="0123\n", run=trained["run"] / "averaged")
     assert decoded.returncode == 0, decoded.stderr
     assert "the average of 2 checkpoints (ckpt-10 .. ckpt-20)" in decoded.stderr
 
