@@ -1,9 +1,10 @@
 """The command-line tools: help, the registry listing, and exit status 2 with one clear line on bad input.
 
 `run_tool` runs a tool as a fresh process; `call_tool` runs it in the test's own process, as a fresh process
-would see it, for error paths that end before any training (no new process importing TensorFlow). Each tool's
-path as a process keeps its tests: --help and --no_such_flag here, and, with TensorFlow imported, one-line
-refusals of each tool (test_faults.py: trainer, decoder, averaging, export; test_babi.py: datagen).
+would see it, for runs that train nothing (refusals, decoding, averaging, export): no new process importing
+TensorFlow. Each tool's path as a process keeps its tests: --help and --no_such_flag here, and, with TensorFlow
+imported, one-line refusals of each tool (test_faults.py: trainer, decoder, averaging, export; test_babi.py:
+datagen), besides the trainers of the runs the tests decode.
 """
 
 import contextlib
@@ -159,8 +160,10 @@ def call_tool(tool, *args, stdin=None):
     """Runs a tool in this process as `run_tool` runs it in a fresh one, and returns the same: its exit status,
     stdout and stderr (a traceback on stderr and status 1 for an exception, as Python prints it).
 
-    For the tools' error paths, which end before any training: it saves the 5-10 s of a new process importing
-    TensorFlow. Each tool's path as a process keeps tests of its own, with `run_tool`."""
+    For runs that train nothing (a trainer's refusal before it starts, decoding, averaging, export): it saves
+    the 5-10 s of a new process importing TensorFlow. Not for training: a tool that trains stops its input
+    pipeline and installs signal handlers, which a fresh process is for. Each tool's path as a process keeps
+    tests of its own, with `run_tool`."""
     module = importlib.import_module(TOOLS[tool])
     if "tensorflow" in sys.modules:
         # A fresh process probes for devices while it imports TensorFlow, with stderr quiet (common.
