@@ -28,7 +28,8 @@ from act_reference import reference_act  # noqa: E402  pylint: disable=wrong-imp
 from attention_reference import (layer_weights, masks, materialized_attention,  # noqa: E402
                                  reference_attention, relation_labels)
 from t2t_relpos.decoding import search  # noqa: E402  pylint: disable=wrong-import-position
-from t2t_relpos.layers import AdaptiveComputationTime, RelationAwareMultiHeadAttention  # noqa: E402
+from t2t_relpos.layers import (AdaptiveComputationTime, RelationAwareMultiHeadAttention,  # noqa: E402
+                               TransformerEncoder, UniversalTransformerEncoder)
 from t2t_relpos.models import Transformer, UniversalTransformer  # noqa: E402
 from t2t_relpos.models.transformer import shift_right  # noqa: E402
 
@@ -201,6 +202,24 @@ def cached_attention_steps_equal_the_full_causal_pass():
                 out, cache = step(x[:, start:start + chunk], cache, np.int32(start))
                 pieces.append(numpy(out))
             close(np.concatenate(pieces, axis=1), full, f"k={k} chunk={chunk}")
+
+
+@check
+def keras_masks_reach_every_layer_when_compiled():
+    """Embedding(mask_zero=True) into the encoders, compiled: padding left out as with an explicit mask.
+
+    JAX arrays cannot carry a Keras mask; Keras keeps it beside them, and every layer must look there.
+    """
+    ids = np.array([[3, 4, 5, 0, 0], [6, 7, 8, 9, 0]])
+    embed = keras.layers.Embedding(20, 8, mask_zero=True)
+    small = {"hidden_size": 8, "num_heads": 2, "filter_size": 16, "position_encoding": "relative",
+             "max_relative_position": 2}
+    for encoder in (TransformerEncoder(num_layers=1, **small),
+                    UniversalTransformerEncoder(num_rec_steps=2, **small),
+                    UniversalTransformerEncoder(num_rec_steps=2, recurrence_type="act", act_max_steps=3,
+                                                transition_type="sepconv", **small)):
+        want = numpy(encoder(embed(ids), padding_mask=ids != 0))
+        close(compiled(lambda i, encoder=encoder: encoder(embed(i)))(ids), want, encoder.name)
 
 
 @check
