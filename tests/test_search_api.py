@@ -203,23 +203,29 @@ class NoVocabAttribute:
 
 
 @pytest.mark.parametrize("wrap", [False, True])
-def test_a_beam_wider_than_the_usable_ids_is_refused(wrap):
-    model = tiny(4)  # PAD, EOS and two symbols: three usable ids.
+def test_slots_beyond_the_hypotheses_there_are_are_empty_not_filler(wrap):
+    model = tiny(4)  # PAD, EOS and two symbols: three outputs of one token.
     model = NoVocabAttribute(model) if wrap else model
-    with pytest.raises(ValueError, match="'beam_size' must be <= 3, the target vocabulary's usable ids"):
-        search.beam_search(model, np.array([[2, 3, 1]], np.int32), max_length=1, beam_size=4, alpha=0.0)
+    ids, scores = search.beam_search(model, np.array([[2, 3, 1]], np.int32), max_length=1, beam_size=4, alpha=0.0)
+    ids, scores = ops.convert_to_numpy(ids)[0], ops.convert_to_numpy(scores)[0]
+    assert np.all(np.isfinite(scores[:3])) and len({tuple(row) for row in ids[:3]}) == 3
+    assert scores[3] == -math.inf and not ids[3].any()
+    # Two tokens give more hypotheses than the beam holds: every slot is a real, distinct one.
+    ids, scores = search.beam_search(model, np.array([[2, 3, 1]], np.int32), max_length=2, beam_size=4, alpha=0.0)
+    ids, scores = ops.convert_to_numpy(ids)[0], ops.convert_to_numpy(scores)[0]
+    assert np.all(np.isfinite(scores)) and len({tuple(row) for row in ids}) == 4
 
 
-def test_translator_refuses_a_beam_wider_than_the_usable_ids():
-    binary = registry.problem("algorithmic_reverse_binary40")  # Vocabulary 5: four usable ids.
-    with pytest.raises(ValueError, match="'beam_size' must be <= 4"):
-        translator_lib.Translator(tiny(5), binary, beam_size=5)
-    assert len(translator_lib.Translator(tiny(5), binary, beam_size=4, extra_length=1).translate(
-        ["1"], return_beams=True)[0]) == 4
+def test_a_beam_wider_than_the_vocabulary_decodes_longer_outputs():
+    binary = registry.problem("algorithmic_reverse_binary40")  # Vocabulary 5: four ids besides padding.
+    beams = translator_lib.Translator(tiny(5), binary, beam_size=6, extra_length=2).translate(
+        ["10"], return_beams=True)[0]
+    assert len(beams) == 6 and len({text for text, _ in beams}) == 6
+    assert all(math.isfinite(score) for _, score in beams)
 
 
 @pytest.mark.parametrize("vocab, beam_size, max_length", [(4, 3, 1), (4, 3, 2), (5, 4, 1), (3, 2, 1), (6, 5, 3)])
-def test_the_widest_beam_allowed_is_filled_with_distinct_hypotheses(vocab, beam_size, max_length):
+def test_the_widest_beam_of_distinct_hypotheses_is_filled(vocab, beam_size, max_length):
     ids, scores = search.beam_search(tiny(vocab), np.array([[2, 1]], np.int32), max_length, beam_size, alpha=0.0)
     ids, scores = ops.convert_to_numpy(ids)[0], ops.convert_to_numpy(scores)[0]
     assert np.all(scores > -1e6), scores

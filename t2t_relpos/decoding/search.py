@@ -49,9 +49,8 @@ def check_arguments(beam_size=1, alpha=0.0, temperature=0.0, top_k=0, target_voc
     The rules of `greedy`, `beam_search` and the `Translator` (whose `check_settings` adds its own settings):
     `beam_size` an int >= 1; `alpha` and `temperature` finite and >= 0 (NaN passes every comparison: alpha=nan
     gives NaN scores; a negative alpha breaks beam search's stopping bound); `top_k` an int >= 0, only when
-    sampling (temperature > 0), which needs beam_size=1. Given `target_vocab_size`, also `top_k` <= it and
-    `beam_size` <= its usable ids (all but padding): a wider beam would have too few distinct hypotheses to
-    fill it. Tensors are not checked.
+    sampling (temperature > 0), which needs beam_size=1. Given `target_vocab_size`, also `top_k` <= it.
+    Tensors are not checked.
     """
     values = {"beam_size": (beam_size, 1), "top_k": (top_k, 0), "temperature": (temperature, 0),
               "alpha": (alpha, 0)}
@@ -75,11 +74,6 @@ def check_arguments(beam_size=1, alpha=0.0, temperature=0.0, top_k=0, target_voc
         if top_k is not None and top_k > target_vocab_size:
             raise errors.HParamsError(f"decoding setting 'top_k' must be <= the target vocabulary size "
                                       f"{target_vocab_size}, got {top_k}")
-        if beam_size is not None and beam_size > target_vocab_size - 1:
-            raise errors.HParamsError(
-                f"decoding setting 'beam_size' must be <= {target_vocab_size - 1}, the target vocabulary's usable "
-                f"ids (its size {target_vocab_size} less padding), got {beam_size}: a wider beam has too few "
-                f"distinct hypotheses to fill it")
 
 
 def _check_call(model, inputs, max_length, lengths, **settings):
@@ -289,13 +283,13 @@ def beam_search(model, inputs, max_length, beam_size=4, alpha=0.6, lengths=None)
 
     Returns:
         (ids `[B, beam_size, max_length]`, scores `[B, beam_size]`), best first. Every slot holds a distinct
-        hypothesis, except in a row whose length limit is 0 (`max_length` or its `lengths` entry): only the
-        empty output exists there, first with score 0, and the other slots are empty too, with score -inf.
+        hypothesis while there are enough of them; the slots left when there are fewer (a beam wider than the
+        target vocabulary's usable ids and outputs of one token, or a row whose length limit is 0: only the
+        empty output exists there) are empty (all padding), with score -inf.
 
     Raises:
         ValueError (`errors.HParamsError`): an argument that cannot work, before anything runs: as for
-            `greedy`, and a `beam_size` above the target vocabulary's usable ids (its size less padding; read
-            from `model.target_vocab_size`, or from the logits when the search is traced).
+            `greedy`.
     """
     _check_call(model, inputs, max_length, lengths, beam_size=beam_size, alpha=alpha)
     ensure_built(model)
@@ -320,7 +314,6 @@ def beam_search(model, inputs, max_length, beam_size=4, alpha=0.6, lengths=None)
     def body(i, alive_seq, alive_log_probs, last, cache, fin_seq, fin_scores, fin_flags):
         before = (alive_seq, alive_log_probs, last, fin_seq, fin_scores, fin_flags)
         logits, cache = model.decode_step(ops.reshape(last, (-1, 1)), cache, i)
-        check_arguments(beam_size=k, target_vocab_size=logits.shape[-1])  # As in `greedy`.
         vocab = ops.shape(logits)[-1]
         log_probs = ops.reshape(_log_probs(logits[:, 0]), (batch, k, vocab))
         log_probs = log_probs + alive_log_probs[:, :, None]
@@ -376,10 +369,10 @@ def beam_search(model, inputs, max_length, beam_size=4, alpha=0.6, lengths=None)
     groups = ops.concatenate([ops.where(fin_flags, 0, 2), ops.ones_like(fin_flags, "int32")], axis=1)
     order = _first_by_group_then_score(groups, all_scores, k)
     scores = ops.take_along_axis(all_scores, order, axis=1)
-    # A row that decodes nothing has one hypothesis (the empty one): its other slots are the dead initial beams.
-    nothing = ops.logical_and((lengths <= 0)[:, None], ops.arange(k)[None, :] > 0)
-    return (ops.take_along_axis(all_seq, order[:, :, None], axis=1),
-            ops.where(nothing, float("-inf"), scores))
+    # With fewer distinct hypotheses than slots, the dead initial beams (score -1e9) fill the rest: empty them.
+    filler = scores <= _NEG_INF / 2
+    seq = ops.take_along_axis(all_seq, order[:, :, None], axis=1)
+    return ops.where(filler[:, :, None], PAD_ID, seq), ops.where(filler, float("-inf"), scores)
 
 
 def _reorder_caches(self_cache, rows):
