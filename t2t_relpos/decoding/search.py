@@ -26,6 +26,7 @@ import numpy as np
 from keras import ops
 
 from t2t_relpos import errors
+from t2t_relpos.layers.checks import static_shape
 
 EOS_ID = 1
 PAD_ID = 0
@@ -86,22 +87,13 @@ def _check_call(model, inputs, max_length, lengths, **settings):
                                   f"got {max_length!r}")
     if lengths is None:
         return
-    shape, inputs_shape = _static_shape(lengths), _static_shape(inputs)
+    shape, inputs_shape = static_shape(lengths), static_shape(inputs)
     if shape is None:
         return
     batch = inputs_shape[0] if inputs_shape else None
     if len(shape) != 1 or None not in (batch, shape[0]) and shape[0] != batch:
         raise errors.HParamsError(f"decoding setting 'lengths' must have shape [B] (one limit per source), B = "
                                   f"{batch} here, got shape {shape}")
-
-
-def _static_shape(value):
-    """The shape of an array, list or tensor as a tuple (None for unknown sizes), or None if its rank is unknown."""
-    shape = getattr(value, "shape", None)
-    shape = np.shape(value) if shape is None else shape
-    if getattr(shape, "rank", 0) is None:
-        return None
-    return tuple(shape)
 
 
 def _log_probs(logits):

@@ -23,8 +23,8 @@ def check_settings(beam_size=1, alpha=0.0, extra_length=0, batch_size=1, max_inp
                    top_k=0, target_vocab_size=None):
     """Raises `HParamsError` (a ValueError) naming the first decoding setting that cannot work.
 
-    The search's own settings follow `search.check_arguments` (given `target_vocab_size`, also the limits it
-    sets on `beam_size` and `top_k`); the rest are the Translator's.
+    The search's own settings follow `search.check_arguments` (given `target_vocab_size`, also `top_k` <= it);
+    the rest are the Translator's.
     """
     limits = {"batch_size": (batch_size, 1), "extra_length": (extra_length, 0),
               "max_input_length": (max_input_length, 2)}
@@ -50,8 +50,7 @@ class Translator:
             `input_vocab_size` and `target_vocab_size` (where it has them) must be the problem's.
         problem: Its `Problem` (for the text encoders).
         data_dir: Where the problem's vocabulary lives, if it has one.
-        beam_size: 1 decodes greedily; more runs beam search (at most the target vocabulary's size less one:
-            the ids but padding).
+        beam_size: 1 decodes greedily; more runs beam search.
         alpha: Length-penalty exponent of beam search.
         extra_length: Each output may be this many tokens longer than its own source (whatever else is in
             its batch).

@@ -29,10 +29,13 @@ def concrete(x):
 
 
 def static_shape(x):
-    """The shape of `x` as a tuple of ints or None (unknown), for tensors, arrays and nested lists."""
+    """The shape of `x` as a tuple of ints or None (unknown), for tensors, arrays and nested lists; None when
+    even its rank is unknown (a traced tensor of unknown rank)."""
     shape = getattr(x, "shape", None)
     if shape is None:
         shape = np.shape(x)
+    if getattr(shape, "rank", 0) is None:
+        return None
     return tuple(None if d is None else int(d) for d in shape)
 
 
@@ -42,6 +45,8 @@ def check_shape(name, x, expected, broadcast=False, hint=""):
     `expected`: a sequence of (dimension name, size or None). With `broadcast`, a dimension of 1 also fits.
     """
     shape = static_shape(x)
+    if shape is None:
+        return
     names = ", ".join(dim for dim, _ in expected)
     known = [size for _, size in expected]
     fits = len(shape) == len(expected) and all(
