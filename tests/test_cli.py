@@ -46,6 +46,34 @@ class _Exit(BaseException):
 
 
 @contextlib.contextmanager
+def usr_dirs_forgotten():
+    """What a `--usr_dir` imported inside the block adds to this process (registrations, its modules, search
+    paths) is gone after it, so that later tests on this pytest worker do not see it."""
+    import gin.config  # pylint: disable=import-outside-toplevel
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.hparams import hparams_lib  # pylint: disable=import-outside-toplevel
+
+    # pylint: disable=protected-access
+    registry._load_builtins()  # Loaded once per process: the package's own registrations stay.
+    registries = [(r, dict(r._entries)) for r in (registry.PROBLEMS, registry.MODELS, registry.HPARAMS)]
+    lists = [(x, list(x)) for x in (registry._USR_DIRS, hparams_lib._SEARCH_PATHS, gin.config._LOCATION_PREFIXES,
+                                    sys.path)]
+    modules = set(sys.modules)
+    try:
+        yield
+    finally:
+        for entries, saved in registries:
+            entries._entries.clear()
+            entries._entries.update(saved)
+        for items, saved in lists:
+            items[:] = saved
+        for name in set(sys.modules) - modules:
+            if name.startswith("t2t_relpos_usr."):
+                del sys.modules[name]
+    # pylint: enable=protected-access
+
+
+@contextlib.contextmanager
 def _as_a_fresh_process(stdin):
     """Gives a tool run in this process what `python -c` would give it: stdin, stdout and stderr of its own
     (file descriptors 1 and 2 included, for what TensorFlow's C++ code writes), Python's default warning
@@ -54,18 +82,7 @@ def _as_a_fresh_process(stdin):
     afterwards."""
     from absl import flags  # pylint: disable=import-outside-toplevel
     from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
-    import gin.config  # pylint: disable=import-outside-toplevel
-    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
-    from t2t_relpos.hparams import hparams_lib  # pylint: disable=import-outside-toplevel
 
-    # What --usr_dir adds in the process (registrations, the module, search paths) goes when the run ends.
-    # pylint: disable=protected-access
-    registry._load_builtins()  # Loaded once per process: the package's own registrations stay.
-    registries = [(r, dict(r._entries)) for r in (registry.PROBLEMS, registry.MODELS, registry.HPARAMS)]
-    lists = [(x, list(x)) for x in (registry._USR_DIRS, hparams_lib._SEARCH_PATHS, gin.config._LOCATION_PREFIXES,
-                                    sys.path)]
-    # pylint: enable=protected-access
-    modules = set(sys.modules)
     names = set(flags.FLAGS)
     was_parsed = flags.FLAGS.is_parsed()
     environ = dict(os.environ)
@@ -80,7 +97,9 @@ def _as_a_fresh_process(stdin):
         stream.flush()
     saved_fds = [os.dup(1), os.dup(2)]
     os_exit = os._exit  # pylint: disable=protected-access
+    stack = contextlib.ExitStack()
     try:
+        stack.enter_context(usr_dirs_forgotten())  # What --usr_dir adds goes when the run ends.
         os.dup2(files[0].fileno(), 1)
         os.dup2(files[1].fileno(), 2)
         sys.stdin = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")
@@ -134,14 +153,7 @@ def _as_a_fresh_process(stdin):
         absl_handler.python_handler.stream = absl_stream
         os.environ.clear()
         os.environ.update(environ)
-        for entries, saved in registries:
-            entries._entries.clear()  # pylint: disable=protected-access
-            entries._entries.update(saved)  # pylint: disable=protected-access
-        for items, saved in lists:
-            items[:] = saved
-        for name in set(sys.modules) - modules:
-            if name.startswith("t2t_relpos_usr."):
-                del sys.modules[name]
+        stack.close()
 
 
 def _quietly_list_devices():

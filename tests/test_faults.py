@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from test_cli import assert_usage_error, call_tool, run_tool
+from test_cli import assert_usage_error, call_tool, run_tool, usr_dirs_forgotten
 from test_training import _free_ports, killed_when_left
 from test_translate import make_raw
 
@@ -101,7 +101,7 @@ def test_decoding_with_another_vocabulary_is_refused(trained, tmp_path, symbols,
 
 
 def test_decoding_a_usr_dir_run_without_its_usr_dir_says_which(trained):
-    # A process: test_a_lines_output_does_not_depend_on_its_batch_mates registers the problem in this one.
+    # A process: the run's problem must be missing from it, as for a user who forgot the flag.
     result = decode(trained, "--decode_from_file=-", stdin="0123\n", usr=False, here=False)
     assert_usage_error(result, "reverse_listed_symbols", f"trained with --usr_dir={trained['usr']}")
 
@@ -132,11 +132,12 @@ def test_a_lines_output_does_not_depend_on_its_batch_mates(trained, tmp_path):
     # model may still stop earlier by itself).
     assert len(from_cli) <= len(line) + 1 + 50
 
-    registry.import_usr_dir(trained["usr"])
-    model, problem, hparams, _ = runs.load(str(trained["run"]), data_dir=trained["data"])
-    translator = translator_lib.Translator(model, problem, trained["data"], beam_size=hparams.beam_size,
-                                           alpha=hparams.alpha, extra_length=hparams.extra_length)
-    assert translator.translate([line]) == [from_cli]
+    with usr_dirs_forgotten():  # Its problem stays out of the later tests on this worker.
+        registry.import_usr_dir(trained["usr"])
+        model, problem, hparams, _ = runs.load(str(trained["run"]), data_dir=trained["data"])
+        translator = translator_lib.Translator(model, problem, trained["data"], beam_size=hparams.beam_size,
+                                               alpha=hparams.alpha, extra_length=hparams.extra_length)
+        assert translator.translate([line]) == [from_cli]
 
     export_dir = os.path.join(trained["run"], "export", "20")
     result = subprocess.run([sys.executable, "-c", EXPORTED, export_dir, json.dumps([[line], [line, long_line]])],
