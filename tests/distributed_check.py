@@ -2,7 +2,9 @@
 
 1. one device, the whole batch;
 2. MirroredStrategy over 2 logical CPU devices, half the batch on each replica;
-3. one device with gradient accumulation over the two halves.
+3. one device with gradient accumulation over the two halves;
+
+each also with a global-norm clip that every step's gradient exceeds (`_clipped`).
 
 Prints one JSON line: per way, the losses of two steps and the weights' checksum afterwards.
 The CPU must be split before TensorFlow creates a tensor, hence a separate process.
@@ -38,10 +40,11 @@ def halves():
     return out
 
 
-def run(strategy, batches, accumulation_steps):
+def run(strategy, batches, accumulation_steps, clip_grad_norm=0.0):
     hparams = registry.hparams("transformer_cpu_rel")
     hparams.layer_prepostprocess_dropout = 0.0  # Dropout masks differ between devices.
     hparams.accumulation_steps = accumulation_steps
+    hparams.clip_grad_norm = clip_grad_norm
     problem = registry.problem("algorithmic_reverse_decimal40")
     trainer = trainer_lib.Trainer(problem, hparams, tempfile.mkdtemp(), strategy=strategy, seed=3, verbose=False)
     train_step = trainer._build_train_step()  # pylint: disable=protected-access
@@ -66,11 +69,11 @@ def main():
     whole = {k: np.concatenate([a[k], b[k]]) for k in a}
     one = tf.distribute.OneDeviceStrategy("/cpu:0")
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    results = {
-        "one_device": run(one, [whole], 1),
-        "mirrored": run(mirrored, [a, b], 1),
-        "accumulated": run(one, [a, b], 2),
-    }
+    results = {}
+    for suffix, clip in (("", 0.0), ("_clipped", 0.05)):
+        results[f"one_device{suffix}"] = run(one, [whole], 1, clip)
+        results[f"mirrored{suffix}"] = run(mirrored, [a, b], 1, clip)
+        results[f"accumulated{suffix}"] = run(one, [a, b], 2, clip)
     print(json.dumps(results))
     return 0
 

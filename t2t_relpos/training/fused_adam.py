@@ -12,7 +12,13 @@ which TensorFlow's `ResourceApplyAdam` kernel computes in place, reading g, m, v
 v and theta once (the kernel tf.keras's Adam used before Keras 3). On other backends, for sparse gradients and
 with `amsgrad`, Keras's own update runs. Both compute the same formula; their results differ by float rounding
 (the order of the operations), not by a term.
+
+Clipping under `tf.distribute` is fixed too: Keras clips each replica's part of the gradient and sums the
+clipped parts across replicas afterwards, so a global-norm clip on N replicas is not the clip one device
+applies to the same batch. Here the parts are summed first and the sum is clipped, once.
 """
+
+import threading
 
 import keras
 from keras import ops
@@ -28,8 +34,44 @@ def _tensorflow_variable(variable):
     return variable.value if isinstance(variable, keras.Variable) else variable
 
 
+def _replicas_in_sync():
+    """How many replicas the current replica context computes a gradient over (1 outside `tf.distribute`)."""
+    if tf is None or keras.backend.backend() != "tensorflow" or tf.distribute.in_cross_replica_context():
+        return 1
+    return tf.distribute.get_replica_context().num_replicas_in_sync
+
+
+# Optimizers whose gradients `_clip_gradients` summed in the `apply` this thread is tracing. Per thread:
+# MirroredStrategy traces each replica's step in a thread of its own, all on the one optimizer.
+_SUMMED = threading.local()
+
+
+def _summed():
+    if not hasattr(_SUMMED, "ids"):
+        _SUMMED.ids = set()
+    return _SUMMED.ids
+
+
 class _FusedUpdate:
-    """Mixin for Keras's Adam and AdamW: `update_step` through `ResourceApplyAdam` where it applies."""
+    """Mixin for Keras's Adam and AdamW: `update_step` through `ResourceApplyAdam` where it applies, and
+    clipping of the gradient summed over replicas."""
+
+    def _clip_gradients(self, grads):
+        """Clips the gradient of the whole batch: under N > 1 replicas, their sum (one all-reduce, which
+        `_all_reduce_sum_gradients` then skips), as one device would clip it."""
+        clips = any(c is not None and c > 0 for c in (self.clipnorm, self.clipvalue, self.global_clipnorm))
+        if clips and _replicas_in_sync() > 1:
+            present = [g for g in grads if g is not None]
+            summed = iter(tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, present))
+            grads = [None if g is None else next(summed) for g in grads]
+            _summed().add(id(self))
+        return super()._clip_gradients(grads)
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        if id(self) in _summed():  # Summed before clipping, in this same `apply`.
+            _summed().discard(id(self))
+            return list(grads_and_vars)
+        return super()._all_reduce_sum_gradients(grads_and_vars)
 
     def _fuses(self, gradient):
         return (tf is not None and keras.backend.backend() == "tensorflow" and not self.amsgrad
