@@ -327,9 +327,13 @@ class Trainer:
         return self.hparams.model
 
     def learning_rate(self):
+        """The rate the last update used: step N's, as logged beside it. Keras evaluates the schedule at the
+        iteration count before the update, which then counts it, so `schedule(iterations)` is step N + 1's."""
         optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
-        rate = optimizer.learning_rate
-        return float(rate(optimizer.iterations) if callable(rate) else rate)
+        rate = optimizer._learning_rate  # pylint: disable=protected-access  # The schedule, not its value now.
+        if not callable(rate):  # A fixed rate (a variable).
+            return float(keras.ops.convert_to_numpy(rate))
+        return float(rate(tf.maximum(optimizer.iterations - 1, 0)))
 
     # -- evaluation --------------------------------------------------------------------------------------
     def evaluate(self, split="eval", max_batches=None):
