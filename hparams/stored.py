@@ -1,8 +1,8 @@
 """The hyperparameters of a run, stored in its output directory so later runs and the decoder agree.
 
 `<output_dir>/hparams.json` holds the set name, problem, model and every resolved value, and what else the
-run depends on: its vocabularies (sizes and fingerprints, checked by the decoder and on resuming) and the
-`--usr_dir` modules it was trained with;
+run depends on: its vocabularies (sizes and fingerprints, checked by the decoder and on resuming), the
+`--usr_dir` modules it was trained with, and the trainer's `--mixed_precision` (checked on resuming);
 `<output_dir>/operative_config.gin` holds the same values as a gin file that reproduces them.
 tensor2tensor silently mixed a stored run with a different `--hparams_set`; here that is an error.
 """
@@ -81,6 +81,20 @@ def check_vocabulary(output_dir, vocabulary, data_dir=None):
             raise errors.DataError(
                 f"{where} has another {feature} vocabulary ({_describe(now)}) than the one the run in "
                 f"{output_dir} was trained with ({_describe(was)}); give the --data_dir it was trained with")
+
+
+def check_precision(output_dir, mixed_precision):
+    """Raises `HParamsError` when the run in `output_dir` was trained with `--mixed_precision=mixed_float16` and
+    this one is not, or the other way round: its optimizer is wrapped in loss scaling, so the checkpoints
+    differ. (float32 and mixed_bfloat16 share their checkpoints: a run may switch between them.) Runs stored
+    before the precision was recorded are not checked here; their checkpoints then refuse to load."""
+    recorded = (load_record(output_dir) or {}).get("mixed_precision")
+    asked = mixed_precision or "none"
+    if recorded and recorded != asked and "mixed_float16" in (recorded, asked):
+        raise errors.HParamsError(
+            f"{output_dir} holds a run trained with --mixed_precision={recorded}, not {asked} (mixed_float16's "
+            f"checkpoints hold the loss scale too); resume with --mixed_precision={recorded}, or use a new "
+            "--output_dir")
 
 
 def _describe(vocab):

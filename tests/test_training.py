@@ -410,3 +410,24 @@ def test_the_logged_learning_rate_is_the_one_the_step_used(tmp_path, overrides):
         trainer.train(step)
         assert trainer.learning_rate() == pytest.approx(used[-1], rel=1e-6)
     assert (used[0] < used[1]) == ("warmup" in overrides)
+
+
+def test_resuming_with_another_loss_scaling_is_refused_not_taken_for_damage(tmp_path):
+    # Before, every checkpoint of the run was called "truncated, corrupt or missing", with the advice to move
+    # them away.
+    _small_trainer(tmp_path, "batch_size=128", mixed_precision="mixed_float16").train(1)
+    with pytest.raises(errors.HParamsError, match=r"trained with --mixed_precision=mixed_float16, not none .* "
+                                                  r"resume with --mixed_precision=mixed_float16"):
+        _small_trainer(tmp_path, "batch_size=128")
+    _small_trainer(tmp_path, "batch_size=128", mixed_precision="mixed_float16")  # As trained: resumes.
+
+    # A run stored before the precision was recorded: its checkpoint says what does not fit, and stays listed.
+    record_path = tmp_path / "hparams.json"
+    record = json.loads(record_path.read_text())
+    del record["mixed_precision"]
+    record_path.write_text(json.dumps(record))
+    with pytest.raises(errors.T2TRelposError, match=r"ckpt-1 does not fit this run \(variables of other types: .*"
+                                                    r"with another --mixed_precision") as caught:
+        _small_trainer(tmp_path, "batch_size=128")
+    assert not isinstance(caught.value, checkpoints.UnreadableCheckpointError)
+    assert checkpoints.step_of(tf.train.latest_checkpoint(str(tmp_path))) == 1

@@ -163,6 +163,10 @@ def _restore(restore, path):
     try:
         try:
             restore()
+        except tf.errors.InvalidArgumentError as e:
+            if "dtype" not in str(e):
+                raise UnreadableCheckpointError(path, e) from None
+            misfit = _misfit(path, e)  # Intact files of other types: not damage, and never to be skipped.
         except UNREADABLE as e:
             raise UnreadableCheckpointError(path, e) from None
         except (AssertionError, ValueError) as e:
@@ -181,6 +185,12 @@ def _misfit(path, error):
         # The message lists every unmatched variable with its values: name a few instead.
         names = re.findall(r"path=([^,\s]+)", str(error))
         what = "weights missing from it" + (f", e.g. {', '.join(names[:2])}" if names else "")
+    elif isinstance(error, tf.errors.InvalidArgumentError):  # "... expected dtype float does not equal original
+        # dtype int64": the loss-scale variables of a mixed_float16 run where a float32 run has others.
+        detail = re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:\w+\]", "", _first_line(error.message))  # TensorFlow's wrapping.
+        what = "variables of other types: " + detail.rstrip(".")
+        return errors.T2TRelposError(f"checkpoint {path} does not fit this run ({what}); was it written with "
+                                     "another --mixed_precision, or by another model?")
     else:  # "Received incompatible tensor with shape (13, 32) when attempting to restore variable with shape ..."
         what = _first_line(error).rstrip(".")
     return errors.T2TRelposError(f"checkpoint {path} does not fit this run's model ({what}); was it written by "

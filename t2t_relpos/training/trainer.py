@@ -158,6 +158,7 @@ class Trainer:
 
         self.vocabulary = problem.vocabulary(data_dir)
         stored.check_vocabulary(output_dir, self.vocabulary, data_dir)  # Before a checkpoint of it is read.
+        stored.check_precision(output_dir, mixed_precision)
         with self.strategy.scope():
             self.model = build_model(hparams, problem, data_dir, model_name, dtype=mixed_precision)
             self.optimizer = optimizers.from_hparams(hparams, mixed_precision)
@@ -271,7 +272,8 @@ class Trainer:
 
         if self.is_chief:
             stored.save(self.output_dir, self.hparams, self.problem.name, self.model_name,
-                        vocabulary=self.vocabulary, usr_dirs=registry.usr_dirs())
+                        vocabulary=self.vocabulary, usr_dirs=registry.usr_dirs(),
+                        mixed_precision=self.mixed_precision or "none")
         start = self.step
         if self.verbose and self.restored_from:
             print(f"Resuming from {self.restored_from} (step {start}).", flush=True)
