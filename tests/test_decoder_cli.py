@@ -15,12 +15,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    """A run trained for a few steps by the trainer CLI, with checkpoints at steps 10 and 20 and an export."""
+    """A run trained for a few steps by the trainer CLI, with checkpoints at steps 10 and 20 and an export.
+
+    In mixed precision: the export (of a float32 model) once failed after the run with a traceback."""
     directory = tmp_path_factory.mktemp("run")
     result = run_tool("t2t-relpos-trainer", "--problem=algorithmic_reverse_decimal40",
                       "--hparams_set=transformer_cpu_rel", "--hparams=batch_size=256,max_length=12,beam_size=2",
                       f"--output_dir={directory}", "--train_steps=20", "--checkpoint_every=10", "--eval_steps=1",
-                      "--export", timeout=400)
+                      "--mixed_precision=mixed_bfloat16", "--export", timeout=400)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Exported a SavedModel" in result.stdout
     return directory

@@ -165,7 +165,14 @@ def train(strategy, hparams, problem, model_name):
     if metrics:
         print("Final evaluation: " + "  ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items())), flush=True)
     if FLAGS.export and trainer.is_chief:
-        path = export_cli.write_export(trainer.model, problem, hparams, FLAGS.output_dir, trainer.step,
+        model = trainer.model
+        if mixed_precision:
+            # Exported in float32 from the checkpoint just saved, as t2t-relpos-export would: the search's loop
+            # state must keep one type, which float16 or bfloat16 activations do not.
+            from t2t_relpos.training import runs
+
+            model = runs.load(FLAGS.output_dir, trainer.manager.latest_checkpoint, FLAGS.data_dir)[0]
+        path = export_cli.write_export(model, problem, hparams, FLAGS.output_dir, trainer.step,
                                        FLAGS.data_dir, FLAGS.export_format)
         kind = "a SavedModel" if FLAGS.export_format == "saved_model" else "a CTranslate2 model"
         print(f"Exported {kind} to {path}", flush=True)
