@@ -121,7 +121,8 @@ class Trainer:
         model_name: Registered model (default: `hparams.model`).
         data_dir: The problem's prepared data, if it needs any.
         strategy: A `tf.distribute.Strategy` (default: one device).
-        seed: Makes initialisation and data order reproducible.
+        seed: Makes initialisation and data order reproducible. A resumed run's data order is seeded by
+            `seed` and the step it resumes from: a new stream, not the one the interrupted run was reading.
         jit_compile: Compile the forward/backward pass with XLA (batches are padded to bucket lengths so
             only a few shapes are compiled).
         mixed_precision: None, "mixed_float16" (with dynamic loss scaling) or "mixed_bfloat16".
