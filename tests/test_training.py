@@ -431,3 +431,23 @@ def test_resuming_with_another_loss_scaling_is_refused_not_taken_for_damage(tmp_
         _small_trainer(tmp_path, "batch_size=128")
     assert not isinstance(caught.value, checkpoints.UnreadableCheckpointError)
     assert checkpoints.step_of(tf.train.latest_checkpoint(str(tmp_path))) == 1
+
+
+def test_a_checkpoint_the_storage_will_not_give_back_is_not_skipped(tmp_path, monkeypatch):
+    # Before, an unavailable network file system made the newest checkpoint "truncated, corrupt or missing": it
+    # was dropped from the index and the run went back to an older one, to overwrite the newer later.
+    variable = tf.Variable(0.0)
+    checkpoint = tf.train.Checkpoint(v=variable, optimizer=tf.train.Checkpoint(iterations=tf.Variable(0, tf.int64)))
+    manager = tf.train.CheckpointManager(checkpoint, str(tmp_path), max_to_keep=5, checkpoint_name="ckpt")
+    for value in (1, 2):
+        manager.save(checkpoint_number=value)
+    index = (tmp_path / "checkpoint").read_text()
+
+    def unavailable(self, path, options=None):
+        raise tf.errors.UnavailableError(None, None, f"{path}: the file system is unavailable")
+
+    monkeypatch.setattr(tf.train.Checkpoint, "restore", unavailable)
+    with pytest.raises(checkpoints.CheckpointAccessError, match=r"ckpt-2 could not be read \(.*unavailable\); "
+                                                                r"nothing was changed"):
+        checkpoints.restore_latest(checkpoint, str(tmp_path))
+    assert (tmp_path / "checkpoint").read_text() == index

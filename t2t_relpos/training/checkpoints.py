@@ -25,6 +25,11 @@ CHECKPOINT_NAME = "ckpt"
 # What reading a truncated or corrupt checkpoint raises: IndexError ("Read less bytes than requested") for a
 # short data file, an OpError (DataLossError, NotFoundError, ...) for a damaged index or a missing file.
 UNREADABLE = (IndexError, tf.errors.OpError)
+# Errors of the storage rather than of the files (a network file system away, a permission taken): the
+# checkpoint may be intact, so it is never skipped or unlisted for them, which would roll the run back.
+NOT_DAMAGE = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,
+              tf.errors.CancelledError, tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError,
+              tf.errors.UnauthenticatedError)
 
 
 class UnreadableCheckpointError(errors.T2TRelposError):
@@ -35,6 +40,10 @@ class UnreadableCheckpointError(errors.T2TRelposError):
         super().__init__(f"checkpoint {path} is unreadable ({_first_line(cause)}); its files ({files}) are "
                          "truncated, corrupt or missing")
         self.path = path
+
+
+class CheckpointAccessError(errors.T2TRelposError):
+    """A checkpoint the storage would not give back (unavailable, timed out, not permitted): maybe intact."""
 
 
 def remove_partial_saves(directory):
@@ -95,6 +104,8 @@ def restore_latest(checkpoint, directory, is_chief=True):
             unreadable.append(e)
             logging.warning("%s; resuming from an older checkpoint", e)
             continue
+        except CheckpointAccessError:
+            raise
         except errors.T2TRelposError:  # Does not fit the model.
             if "optimizer" not in _saved_children(path):
                 raise errors.T2TRelposError(
@@ -152,6 +163,7 @@ def _restore(restore, path):
 
     Raises:
         UnreadableCheckpointError: its files are truncated or corrupt.
+        CheckpointAccessError: the storage failed to give them back (they may be intact).
         T2TRelposError: it does not fit the model (weights missing, or of other shapes).
     """
     misfit = None
@@ -163,6 +175,10 @@ def _restore(restore, path):
     try:
         try:
             restore()
+        except NOT_DAMAGE as e:
+            raise CheckpointAccessError(
+                f"checkpoint {path} could not be read ({_first_line(e)}); nothing was changed: rerun once it "
+                "can be read") from None
         except tf.errors.InvalidArgumentError as e:
             if "dtype" not in str(e):
                 raise UnreadableCheckpointError(path, e) from None
