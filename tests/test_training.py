@@ -426,8 +426,9 @@ def test_resuming_with_another_loss_scaling_is_refused_not_taken_for_damage(tmp_
     record = json.loads(record_path.read_text())
     del record["mixed_precision"]
     record_path.write_text(json.dumps(record))
-    with pytest.raises(errors.T2TRelposError, match=r"ckpt-1 does not fit this run \(variables of other types: .*"
-                                                    r"with another --mixed_precision") as caught:
+    with pytest.raises(errors.T2TRelposError, match=r"ckpt-1 does not fit this run: it was saved with the loss "
+                                                    r"scaling of --mixed_precision=mixed_float16, and this run is "
+                                                    r"without it") as caught:
         _small_trainer(tmp_path, "batch_size=128")
     assert not isinstance(caught.value, checkpoints.UnreadableCheckpointError)
     assert checkpoints.step_of(tf.train.latest_checkpoint(str(tmp_path))) == 1

@@ -99,6 +99,7 @@ def restore_latest(checkpoint, directory, is_chief=True):
     unreadable = []
     for path in reversed(paths):
         try:
+            _check_loss_scaling(checkpoint, path)
             _restore(lambda path=path: checkpoint.restore(path).assert_existing_objects_matched(), path)
         except UnreadableCheckpointError as e:
             unreadable.append(e)
@@ -226,6 +227,25 @@ def _object_graph(path):
     graph = trackable_object_graph_pb2.TrackableObjectGraph()
     graph.ParseFromString(tf.train.load_checkpoint(path).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
     return graph
+
+
+def _check_loss_scaling(checkpoint, path):
+    """Raises when `path` was saved with a loss-scaled optimizer (`mixed_float16`) and `checkpoint`'s is not, or
+    the other way round: found before restoring, since a failed restore leaves a warning per variable behind."""
+    optimizer = getattr(checkpoint, "optimizer", None)
+    if optimizer is None:
+        return
+    try:
+        graph = _object_graph(path)
+    except UNREADABLE:
+        return  # Damage: the restore says so.
+    nodes = [child.node_id for child in graph.nodes[0].children if child.local_name == "optimizer"]
+    saved = bool(nodes) and any(child.local_name == "inner_optimizer" for child in graph.nodes[nodes[0]].children)
+    if nodes and saved != hasattr(optimizer, "inner_optimizer"):
+        was, now = ("with", "without") if saved else ("without", "with")
+        raise errors.T2TRelposError(
+            f"checkpoint {path} does not fit this run: it was saved {was} the loss scaling of "
+            f"--mixed_precision=mixed_float16, and this run is {now} it; resume with the run's own --mixed_precision")
 
 
 def _saved_children(path):
