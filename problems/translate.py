@@ -282,19 +282,24 @@ def _training_records(paths, seed, num_shards, shard_index, cycle_length=16):
     """Training records, forever: shard files in a seeded random order each epoch, several read at a time.
 
     Each worker reads its own files when there are enough of them, else every worker reads all files in the
-    same order and keeps its share of the records.
+    same order and keeps its share of the records. Every epoch reads each of its files once: the interleave
+    opens at most the files this worker has, and the next epoch starts when this one's files are read (with
+    the files repeated before the interleave, a worker with fewer files than the cycle read the same file in
+    several slots at once, every record 2-4 times in a row, and epochs overlapped).
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     files = tf.data.Dataset.from_tensor_slices(paths)
     by_file = len(paths) >= num_shards
+    count = len(paths)
     if by_file:
         files = files.shard(num_shards, shard_index)
+        count = len(range(shard_index, len(paths), num_shards))
     elif seed is None:
         seed = 0  # Workers sharing files must see them in the same order.
-    files = files.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True).repeat()
-    records = files.interleave(tf.data.TFRecordDataset, cycle_length=min(len(paths), cycle_length),
-                               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    files = files.shuffle(count, seed=seed, reshuffle_each_iteration=True)
+    records = files.interleave(tf.data.TFRecordDataset, cycle_length=min(count, cycle_length),
+                               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).repeat()
     return records if by_file else records.shard(num_shards, shard_index)
 
 

@@ -329,3 +329,33 @@ def test_the_pipeline_batches_chunks_as_it_batched_examples_one_by_one(prepared)
     first = listed(pipeline.input_dataset(problem, hparams, "train", data_dir, seed=1), 40)
     assert first == listed(pipeline.input_dataset(problem, hparams, "train", data_dir, seed=1), 40)
     assert first != listed(pipeline.input_dataset(problem, hparams, "train", data_dir, seed=1, shuffle_buffer=0), 40)
+
+
+@pytest.mark.parametrize("num_shards", [1, 2, 3, 5])
+def test_each_worker_reads_each_of_its_records_once_an_epoch(tmp_path, num_shards):
+    """Four shard files of 30 records: every worker's epoch is its share, each record once, and the workers'
+    shares make the whole (with more workers than files, of the stream's first epoch). Before, a worker with fewer files than the interleave's cycle opened one file in
+    several slots at once (each record 2-4 times in a row) and one worker's epochs overlapped (12 of 120 twice)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from t2t_relpos.problems import translate  # pylint: disable=import-outside-toplevel
+
+    paths = []
+    for f in range(4):
+        paths.append(str(tmp_path / f"shard-{f}"))
+        with tf.io.TFRecordWriter(paths[-1]) as writer:
+            for r in range(30 if f < 3 else 29):  # One file shorter: epochs whose length is no multiple.
+                writer.write(f"{f}:{r}".encode())
+    total = 4 * 30 - 1
+    shares = []
+    for index in range(num_shards):
+        share = total // num_shards + (index < total % num_shards) if num_shards > len(paths) else \
+            sum(30 if f < 3 else 29 for f in range(index, 4, num_shards))
+        records = translate._training_records(paths, 7, num_shards, index)  # pylint: disable=protected-access
+        first, second = [list(records.skip(e * share).take(share).as_numpy_iterator()) for e in (0, 1)]
+        assert len(set(first)) == share, (index, len(set(first)), share)
+        if num_shards <= len(paths):  # Files of its own: each epoch is the same share again.
+            assert set(second) == set(first)
+        shares.append(set(first))
+    assert set().union(*shares) == {f"{f}:{r}".encode() for f in range(4) for r in range(30 if f < 3 else 29)}
+    assert sum(len(s) for s in shares) == total
