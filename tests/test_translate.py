@@ -359,3 +359,20 @@ def test_each_worker_reads_each_of_its_records_once_an_epoch(tmp_path, num_shard
         shares.append(set(first))
     assert set().union(*shares) == {f"{f}:{r}".encode() for f in range(4) for r in range(30 if f < 3 else 29)}
     assert sum(len(s) for s in shares) == total
+
+
+def test_a_byte_order_mark_is_not_text(tmp_path):
+    """Windows editors start UTF-8 files with a byte-order mark: it was read as the first sentence's first
+    characters (six ids instead of two for "A man") in training data, `--decode_from_file` and references."""
+    import gzip  # pylint: disable=import-outside-toplevel
+
+    from t2t_relpos.cli import decode_io  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.data import parallel_text  # pylint: disable=import-outside-toplevel
+
+    text = "\ufeffA man\r\nein Mann \ufeff\n"  # A mark inside a line is text, and stays.
+    plain, zipped = tmp_path / "a.txt", tmp_path / "a.txt.gz"
+    plain.write_bytes(text.encode("utf-8"))
+    zipped.write_bytes(gzip.compress(text.encode("utf-8")))
+    for path in (plain, zipped):
+        assert list(parallel_text.read_lines(str(path))) == ["A man", "ein Mann \ufeff"]
+    assert decode_io.read_lines(str(plain)) == ["A man", "ein Mann \ufeff"]

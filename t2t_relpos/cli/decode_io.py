@@ -7,6 +7,7 @@ import time
 from absl import logging
 
 from t2t_relpos import errors
+from t2t_relpos.data import parallel_text
 
 # Lines decoded between writes: large enough for length-sorting to pay off, small enough that an
 # interrupted run keeps almost everything it decoded.
@@ -58,6 +59,8 @@ def read_lines(path, flag="--decode_from_file"):
         _check_input(flag, path)
         with open(path, "rb") as f:
             data = f.read()
+    if data.startswith(parallel_text.UTF8_BOM):  # Not text: a byte-order mark, as in the training files.
+        data = data[len(parallel_text.UTF8_BOM):]
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()

@@ -1,9 +1,10 @@
 """Reading parallel text: line-aligned file pairs, TSV files and WMT's SGML test sets, plain or gzipped.
 
 Every reader yields `(source, target)` pairs of str, lazily (corpora of millions of lines stream through).
-Lines are split on "\\n" only (a "\\r" before it is dropped); everything else in a line is kept as it is, so
-text reaches the vocabulary exactly as written. Malformed input (invalid UTF-8, files of different lengths,
-a TSV line without exactly one tab) is a `DataError` that names the file and the line.
+Lines are split on "\\n" only (a "\\r" before it is dropped, and a UTF-8 byte-order mark at the start of a
+file); everything else in a line is kept as it is, so text reaches the vocabulary exactly as written. Malformed
+input (invalid UTF-8, files of different lengths, a TSV line without exactly one tab) is a `DataError` that
+names the file and the line.
 """
 
 import gzip
@@ -22,10 +23,16 @@ def open_binary(path):
     return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")  # pylint: disable=consider-using-with
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def read_lines(path):
-    """Yields the lines of a (possibly gzipped) UTF-8 text file, without their line ends."""
+    """Yields the lines of a (possibly gzipped) UTF-8 text file, without their line ends or a leading byte-order
+    mark (which editors on Windows write, and which would otherwise become the first sentence's first piece)."""
     with open_binary(path) as f:
         for number, raw in enumerate(f, 1):
+            if number == 1 and raw.startswith(UTF8_BOM):
+                raw = raw[len(UTF8_BOM):]
             if raw.endswith(b"\n"):
                 raw = raw[:-1]
             if raw.endswith(b"\r"):
