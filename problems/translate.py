@@ -20,11 +20,15 @@ Ids: 0 = PAD, 1 = EOS, 2 = UNK (rare: byte fallback spells unknown characters in
 Settings (class attributes, overridable per run in an optional `<tmp_dir>/<name>.json`, e.g.
 `{"vocab_size": 8000}`): `vocab_size` (pieces, 32000), `vocab_sample_pairs` (training pairs sampled for the
 vocabulary, both sides used), `examples_per_shard` (training pairs per shard) and `seed`. They are recorded
-in `<data_dir>/<name>.datagen.json`; resuming with different ones is an error.
+in `<data_dir>/<name>.datagen.json`; resuming with different ones is an error. So are raw files that changed
+since their split was prepared (each file's size and SHA-256, of its first and last MiB where it is larger than
+16 MiB, are recorded there too): the shards would otherwise hold the old text without a word. A split whose
+raw data appeared since (a test set added later) is prepared on the next run, with the vocabulary as it is.
 """
 
 import abc
 import dataclasses
+import hashlib
 import json
 import os
 import sys
@@ -42,10 +46,34 @@ class RawSource:
     Attributes:
         description: For messages and the shard manifest, e.g. "train.de-en.en + train.de-en.de".
         pairs: A callable returning an iterator of (source, target) str, the same sequence on every call.
+        files: The raw files it reads, whose fingerprints tell a changed source (none: not checked).
     """
 
     description: str
     pairs: object
+    files: tuple = ()
+
+    def fingerprint(self):
+        """Each file's size and SHA-256 (of its first and last MiB beyond 16 MiB), or None without files."""
+        return [_file_fingerprint(path) for path in self.files] or None
+
+
+_WHOLE = 16 << 20
+_PART = 1 << 20
+
+
+def _file_fingerprint(path):
+    size = os.path.getsize(path)
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        if size <= _WHOLE:
+            for block in iter(lambda: f.read(_PART), b""):
+                digest.update(block)
+        else:
+            digest.update(f.read(_PART))
+            f.seek(size - _PART)
+            digest.update(f.read(_PART))
+    return f"{size}:{digest.hexdigest()}"
 
 
 class TranslateProblem(problem.Problem):
@@ -138,7 +166,11 @@ class TranslateProblem(problem.Problem):
         if record and tmp_dir and record["settings"] != chosen:
             raise errors.DataError(f"{data_dir} was prepared for {self.name} with {record['settings']}, now asked "
                                    f"for {chosen}; use another --data_dir or delete its {self.name}* files")
-        if record and os.path.isfile(self.vocab_path(data_dir)) and all(
+        present = self._present_sources(tmp_dir, settings) if record else {}
+        recorded = (record or {}).get("sources", {})
+        self._check_unchanged(data_dir, tmp_dir, present, recorded)
+        added = [s for s in present if s not in record["splits"]] if record else []
+        if record and not added and os.path.isfile(self.vocab_path(data_dir)) and all(
                 shards.load_manifest(data_dir, self.name, split) for split in record["splits"]):
             if self._write_ids(data_dir, record["splits"]) == 0:
                 print(f"{self.name}: data already prepared in {data_dir}", file=sys.stderr, flush=True)
@@ -152,7 +184,11 @@ class TranslateProblem(problem.Problem):
         if "train" not in splits:
             raise errors.DataError(f"{self.name}: no training data found in {tmp_dir}")
         os.makedirs(data_dir, exist_ok=True)
-        _write_json(self._record_path(data_dir), {"settings": {k: settings[k] for k in SETTINGS}, "splits": splits})
+        fingerprints = {**recorded, **{s: present[s].fingerprint() for s in present}, **{
+            s: sources[s].fingerprint() for s in sources}}
+        _write_json(self._record_path(data_dir), {
+            "settings": {k: settings[k] for k in SETTINGS}, "splits": splits,
+            "sources": {s: f for s, f in fingerprints.items() if f and s in splits}})
         for split in todo:
             if split in sources:
                 self._write_split(data_dir, split, sources[split], settings)
@@ -162,6 +198,38 @@ class TranslateProblem(problem.Problem):
         vocab = self.feature_encoders(data_dir)["inputs"].vocab_size
         print(f"{self.name}: prepared in {data_dir}: {counts} pairs; vocabulary of {vocab} pieces",
               file=sys.stderr, flush=True)
+
+    def _present_sources(self, tmp_dir, settings):
+        """The raw sources `tmp_dir` has now, found without downloading; none where it has no raw data."""
+        if not tmp_dir:
+            return {}
+        allowed = getattr(self, "allow_download", False)
+        self.allow_download = False
+        try:
+            found = {}
+            for split in problem.SPLITS:
+                try:
+                    found.update(self.raw_sources(tmp_dir, [split], settings))
+                except errors.DataError:  # Not there (any more): the prepared split stands.
+                    pass
+            return found
+        finally:
+            self.allow_download = allowed
+
+    def _check_unchanged(self, data_dir, tmp_dir, present, recorded):
+        """Raises `DataError` for a prepared split whose raw files in `tmp_dir` differ from those it was
+        prepared from (recorded in `<name>.datagen.json` since fingerprints were). A split whose shards were
+        removed is prepared again from what is there now."""
+        from t2t_relpos.data import shards  # pylint: disable=import-outside-toplevel
+
+        for split, source in present.items():
+            now = source.fingerprint()
+            if (recorded.get(split) and now and now != recorded[split]
+                    and shards.load_manifest(data_dir, self.name, split)):
+                raise errors.DataError(
+                    f"{data_dir} holds {self.name}'s {split} split prepared from other raw data than {tmp_dir} has "
+                    f"now ({source.description} changed); use another --data_dir, or delete its {self.name}* "
+                    "files to prepare them again")
 
     def _write_split(self, data_dir, split, source, settings):
         from t2t_relpos.data import shards  # pylint: disable=import-outside-toplevel

@@ -113,5 +113,5 @@ class TranslateLocal(translate.TranslateProblem):
 
 def _source(paths):
     if len(paths) == 1:
-        return translate.RawSource(paths[0], lambda: parallel_text.tsv_pairs(paths[0]))
-    return translate.RawSource(" + ".join(paths), lambda: parallel_text.aligned_pairs(*paths))
+        return translate.RawSource(paths[0], lambda: parallel_text.tsv_pairs(paths[0]), tuple(paths))
+    return translate.RawSource(" + ".join(paths), lambda: parallel_text.aligned_pairs(*paths), tuple(paths))

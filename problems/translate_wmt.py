@@ -172,7 +172,7 @@ class Wmt14Translate(translate.TranslateProblem):
                 yield extracted[member_xx], extracted[member_en]
 
         description = " + ".join(f"{name}:{xx}|{en}" for name, xx, en in parts)
-        return self._source_of(files, description)
+        return self._source_of(files, description, raw_files=tuple(paths.values()))
 
     def _tfds_dir(self, tmp_dir):
         return os.path.join(tmp_dir, "tensorflow_datasets")
@@ -196,12 +196,13 @@ class Wmt14Translate(translate.TranslateProblem):
     def _other(self, lang):
         return "en" if lang == self.other_language else self.other_language
 
-    def _source_of(self, files, description=None):
+    def _source_of(self, files, description=None, raw_files=None):
         """A RawSource over (xx file, en file) pairs, in this problem's direction.
 
         Args:
             files: A list of (xx path, en path), or a callable yielding them (archives extract on the way).
             description: For messages (default: the file names).
+            raw_files: The files read, for the source's fingerprint (default: those of a list `files`).
         """
         to_english = self.target_language == "en"
 
@@ -212,7 +213,9 @@ class Wmt14Translate(translate.TranslateProblem):
 
         if description is None:
             description = " + ".join(f"{xx}|{en}" for xx, en in files)
-        return translate.RawSource(description, pairs)
+        if raw_files is None:
+            raw_files = () if callable(files) else tuple(path for pair in files for path in pair)
+        return translate.RawSource(description, pairs, tuple(raw_files))
 
     def _missing_help(self, tmp_dir, splits):
         """Every file that would provide `splits`, in each of the ways, and the download alternative."""

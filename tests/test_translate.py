@@ -376,3 +376,33 @@ def test_a_byte_order_mark_is_not_text(tmp_path):
     for path in (plain, zipped):
         assert list(parallel_text.read_lines(str(path))) == ["A man", "ein Mann \ufeff"]
     assert decode_io.read_lines(str(plain)) == ["A man", "ein Mann \ufeff"]
+
+
+def test_datagen_prepares_a_split_added_later_and_refuses_changed_raw_files(tmp_path, capsys):
+    """Before, a prepared data_dir was "already prepared" whatever the raw files had become: a test set added
+    later was never prepared (while reading it said to run datagen again), and replaced training or dev files
+    left the old text in the shards without a word."""
+    raw, data_dir = tmp_path / "raw", tmp_path / "data"
+    make_raw(raw)
+    test_files = {name: (raw / name).read_bytes() for name in ("test.src", "test.tgt")}
+    for name in test_files:
+        os.remove(raw / name)
+    problem = registry.problem("translate_local")
+    problem.generate_data(str(data_dir), str(raw))
+    with pytest.raises(errors.DataError, match="has no test data"):
+        problem.dataset("test", str(data_dir))
+    vocabulary = (data_dir / "translate_local.sentencepiece.model").read_bytes()
+
+    for name, content in test_files.items():
+        (raw / name).write_bytes(content)
+    problem.generate_data(str(data_dir), str(raw))
+    assert "already prepared" not in capsys.readouterr().err
+    assert sum(1 for _ in problem.dataset("test", str(data_dir))) == 11
+    assert (data_dir / "translate_local.sentencepiece.model").read_bytes() == vocabulary  # Kept as it was.
+    problem.generate_data(str(data_dir), str(raw))
+    assert "already prepared" in capsys.readouterr().err
+
+    data.write_lines(raw / "dev.tsv", ["other\tandere"])
+    with pytest.raises(errors.DataError, match=r"translate_local's eval split prepared from other raw data than .* "
+                                               r"\(.*dev.tsv changed\); use another --data_dir"):
+        problem.generate_data(str(data_dir), str(raw))
