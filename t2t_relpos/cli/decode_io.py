@@ -8,6 +8,7 @@ from absl import logging
 
 from t2t_relpos import errors
 from t2t_relpos.data import parallel_text
+from t2t_relpos.decoding import translator as translator_lib
 
 # Lines decoded between writes: large enough for length-sorting to pay off, small enough that an
 # interrupted run keeps almost everything it decoded.
@@ -113,11 +114,11 @@ def decode_to_file(translator, sources, path, return_beams=False):
     try:
         for start in range(0, len(sources), chunk):
             indices = range(start, min(start + chunk, len(sources)))
-            wanted = [i for i in indices if sources[i].strip()]
-            results = dict(zip(wanted, translator.decode_ids([encoded[i] for i in wanted])))
-            for i in indices:
+            # Blank lines too, as the Translator does: so that they get as many (empty) hypotheses as the others.
+            results = translator.decode_ids([encoded[i] for i in indices])
+            for i, found in zip(indices, results):
                 hypotheses = [(_one_line(translator.target_encoder.decode(ids)), score)
-                              for ids, score in results.get(i, [([], 0.0)])]
+                              for ids, score in translator_lib.hypotheses_of_text(sources[i], found)]
                 best.append(hypotheses[0][0])
                 if return_beams:
                     out.write("\t".join(f"{text}\t{score:.4f}" for text, score in hypotheses) + "\n")

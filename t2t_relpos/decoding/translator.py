@@ -159,11 +159,18 @@ class Translator:
             sources.append(ids)
         outputs = []
         for text, hypotheses in zip(texts, self.decode_ids(sources)):
-            if not text.strip():
-                hypotheses = [([], 0.0)] + [([], float("-inf"))] * (len(hypotheses) - 1)
+            hypotheses = hypotheses_of_text(text, hypotheses)
             decoded = [(self.target_encoder.decode(ids), score) for ids, score in hypotheses]
             outputs.append(decoded if return_beams else decoded[0][0])
         return outputs
+
+
+def hypotheses_of_text(text, hypotheses):
+    """`hypotheses` (as `decode_ids` gives them) for `text`; for an empty or blank text, which means nothing to
+    translate, the empty output with probability 1 and the other slots empty at -inf: as many pairs as others."""
+    if text.strip():
+        return hypotheses
+    return [([], 0.0)] + [([], float("-inf"))] * (len(hypotheses) - 1)
 
 
 def _check_vocab_sizes(model, input_vocab_size, target_vocab_size):
