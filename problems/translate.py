@@ -236,10 +236,21 @@ class TranslateProblem(problem.Problem):
 
         training = split == "train"
         pairs = source.pairs()
+        dropped = [0]
         if training:  # A pair with an empty side teaches nothing (tensorflow-datasets drops them too).
-            pairs = (pair for pair in pairs if pair[0].strip() and pair[1].strip())
+            def non_empty(pairs):
+                for pair in pairs:
+                    if pair[0].strip() and pair[1].strip():
+                        yield pair
+                    else:
+                        dropped[0] += 1
+
+            pairs = non_empty(pairs)
         shards.write_split(pairs, data_dir, self.name, split, settings["examples_per_shard"],
                            shuffle_seed=settings["seed"] if training else None, description=source.description)
+        if dropped[0]:
+            print(f"{self.name}: left out {dropped[0]:,} training pairs with an empty side", file=sys.stderr,
+                  flush=True)
 
     def _generate_vocab(self, data_dir, settings):
         from t2t_relpos.data import preparation  # pylint: disable=import-outside-toplevel

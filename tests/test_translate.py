@@ -406,3 +406,14 @@ def test_datagen_prepares_a_split_added_later_and_refuses_changed_raw_files(tmp_
     with pytest.raises(errors.DataError, match=r"translate_local's eval split prepared from other raw data than .* "
                                                r"\(.*dev.tsv changed\); use another --data_dir"):
         problem.generate_data(str(data_dir), str(raw))
+
+
+def test_training_pairs_with_an_empty_side_are_left_out_and_counted(tmp_path, capsys):
+    raw, data_dir = tmp_path / "raw", tmp_path / "data"
+    make_raw(raw)
+    train = data.pairs(150, seed=1) + [("", "nur Ziel"), ("only source", "  ")]
+    data.write_lines(raw / "train.src", [s for s, _ in train])
+    data.write_lines(raw / "train.tgt.gz", [t for _, t in train])
+    registry.problem("translate_local").generate_data(str(data_dir), str(raw))
+    assert "left out 2 training pairs with an empty side" in capsys.readouterr().err
+    assert shards.load_manifest(str(data_dir), "translate_local", "train")["examples"] == 150
