@@ -399,17 +399,15 @@ def test_max_length_shorter_than_every_example_is_an_error_not_a_hang(tmp_path, 
         trainer.train(2)
 
 
-@pytest.mark.parametrize("overrides", ["batch_size=128,learning_rate_warmup_steps=10", "batch_size=128,"
-                                       "learning_rate_schedule=constant,learning_rate=0.25"])
-def test_the_logged_learning_rate_is_the_one_the_step_used(tmp_path, overrides):
+def test_the_logged_learning_rate_is_the_one_the_step_used(tmp_path):
     # It was the next step's: during a linear warm-up, twice the rate at step 1.
-    trainer = _small_trainer(tmp_path, overrides)
+    trainer = _small_trainer(tmp_path, "batch_size=128,learning_rate_warmup_steps=10")
     used = []
     for step in (1, 2):
         used.append(float(trainer.optimizer.learning_rate))  # What the next update reads.
         trainer.train(step)
         assert trainer.learning_rate() == pytest.approx(used[-1], rel=1e-6)
-    assert (used[0] < used[1]) == ("warmup" in overrides)
+    assert used[0] < used[1]
 
 
 def test_resuming_with_another_loss_scaling_is_refused_not_taken_for_damage(tmp_path):
