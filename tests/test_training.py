@@ -78,16 +78,17 @@ def killed_when_left(processes):
                 process.communicate()
 
 
-def _trainer_args(output_dir, steps, *extra):
+def _trainer_args(output_dir, steps, *extra, hparams="batch_size=256,max_length=16"):
     return [sys.executable, "-c", TRAINER, "--problem=algorithmic_reverse_binary40",
-            "--hparams_set=transformer_cpu_rel", "--hparams=batch_size=256,max_length=16",
+            "--hparams_set=transformer_cpu_rel", f"--hparams={hparams}",
             f"--output_dir={output_dir}", f"--train_steps={steps}", "--eval_steps=1", "--log_every=1", *extra]
 
 
 def test_multi_worker_mirrored_with_two_processes(tmp_path):
     """Both workers train and end cleanly, also when one of them stalls for longer than TensorFlow's default
     heartbeat timeout (as on a busy machine), in a step or in its last evaluation, when the chief must wait for
-    it before exiting; the non-chief's scratch checkpoints do not outlive the run."""
+    it before exiting; the non-chief's scratch checkpoints do not outlive the run. With clipping, which sums the
+    gradient across the workers before it clips (the same step as one device: `distributed_check.py`)."""
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     scratch = tmp_path / "tmp"  # The workers' temporary directory.
     scratch.mkdir()
@@ -96,7 +97,8 @@ def test_multi_worker_mirrored_with_two_processes(tmp_path):
         config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         env = dict(ENV, TF_CONFIG=json.dumps(config), TMPDIR=str(scratch))
         processes.append(subprocess.Popen(
-            _trainer_args(tmp_path / "run", 4, "--distribution=multi_worker", "--checkpoint_every=4"),
+            _trainer_args(tmp_path / "run", 4, "--distribution=multi_worker", "--checkpoint_every=4",
+                          hparams="batch_size=256,max_length=16,clip_grad_norm=1.0"),
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     with killed_when_left(processes):
         # The second worker (not the one hosting the coordination service) stops answering for 15 s.
