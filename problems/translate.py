@@ -167,8 +167,9 @@ class TranslateProblem(problem.Problem):
             raise errors.DataError(f"{data_dir} was prepared for {self.name} with {record['settings']}, now asked "
                                    f"for {chosen}; use another --data_dir or delete its {self.name}* files")
         present = self._present_sources(tmp_dir, settings) if record else {}
+        now = {split: source.fingerprint() for split, source in present.items()}  # Read once: files up to 16 MiB.
         recorded = (record or {}).get("sources", {})
-        self._check_unchanged(data_dir, tmp_dir, present, recorded)
+        self._check_unchanged(data_dir, tmp_dir, present, now, recorded)
         added = [s for s in present if s not in record["splits"]] if record else []
         if record and not added and os.path.isfile(self.vocab_path(data_dir)) and all(
                 shards.load_manifest(data_dir, self.name, split) for split in record["splits"]):
@@ -184,8 +185,7 @@ class TranslateProblem(problem.Problem):
         if "train" not in splits:
             raise errors.DataError(f"{self.name}: no training data found in {tmp_dir}")
         os.makedirs(data_dir, exist_ok=True)
-        fingerprints = {**recorded, **{s: present[s].fingerprint() for s in present}, **{
-            s: sources[s].fingerprint() for s in sources}}
+        fingerprints = {**recorded, **now, **{s: sources[s].fingerprint() for s in sources if s not in now}}
         _write_json(self._record_path(data_dir), {
             "settings": {k: settings[k] for k in SETTINGS}, "splits": splits,
             "sources": {s: f for s, f in fingerprints.items() if f and s in splits}})
@@ -216,15 +216,14 @@ class TranslateProblem(problem.Problem):
         finally:
             self.allow_download = allowed
 
-    def _check_unchanged(self, data_dir, tmp_dir, present, recorded):
-        """Raises `DataError` for a prepared split whose raw files in `tmp_dir` differ from those it was
-        prepared from (recorded in `<name>.datagen.json` since fingerprints were). A split whose shards were
-        removed is prepared again from what is there now."""
+    def _check_unchanged(self, data_dir, tmp_dir, present, now, recorded):
+        """Raises `DataError` for a prepared split whose raw files in `tmp_dir` (`present`, fingerprinted as
+        `now`) differ from those it was prepared from (`recorded` in `<name>.datagen.json` since fingerprints
+        were). A split whose shards were removed is prepared again from what is there now."""
         from t2t_relpos.data import shards  # pylint: disable=import-outside-toplevel
 
         for split, source in present.items():
-            now = source.fingerprint()
-            if (recorded.get(split) and now and now != recorded[split]
+            if (recorded.get(split) and now[split] and now[split] != recorded[split]
                     and shards.load_manifest(data_dir, self.name, split)):
                 raise errors.DataError(
                     f"{data_dir} holds {self.name}'s {split} split prepared from other raw data than {tmp_dir} has "
