@@ -16,6 +16,7 @@ _AT_LEAST_ONE = (
 _AT_LEAST_ZERO = (
     "attention_key_channels", "attention_value_channels", "max_relative_position", "extra_length",
     "learning_rate_warmup_steps", "train_steps", "weight_decay", "clip_grad_norm", "alpha",
+    "max_position_offset",
 )
 _RATES = ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "label_smoothing")
 # A learning rate of -1 trains by gradient ascent, without an error anywhere.
@@ -48,6 +49,10 @@ def check(hp):
             fail(name, "in [0, 1)")
     if "act_epsilon" in hp and not 0.0 < hp.act_epsilon < 1.0:
         fail("act_epsilon", "in (0, 1)")
+    if hp.get("position_offset_shared") and hp.get("position_start_index") != "random":
+        fail("position_start_index", '"random" with position_offset_shared=True (a shared offset is a random one)')
+    if hp.get("position_start_index") == "step" and hp.get("model") == "transformer":
+        fail("position_start_index", '"none" or "random" for a Transformer ("step" follows recurrent steps)')
     if "length_bucket_step" in hp and not hp.length_bucket_step > 1.0:
         fail("length_bucket_step", "> 1")
     if {"hidden_size", "num_heads"} <= set(hp.values()):

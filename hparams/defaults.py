@@ -13,6 +13,7 @@ CHOICES = {
     "act_type": ("copy", "basic"),
     "transition_type": ("ffn", "sepconv"),
     "step_timing_signal_type": ("sinusoid", "learned"),
+    "position_start_index": ("none", "random", "step"),
     "classifier_readout": ("mean", "first", "last"),
     "fact_mask_initializer": ("ones", "position_encoding"),
 }
@@ -41,6 +42,15 @@ def default_hparams():
         relative_keys=True,  # a^K: the Table 3 ablations switch these off.
         relative_values=True,  # a^V
         heads_share_relative_embeddings=False,
+        # Position offsets in training (the Universal Transformer paper's randomized offsets, §3.4; tensor2tensor's
+        # position_start_index): "none", "random" (an offset drawn in [0, max_position_offset), or in [0, the
+        # input's length) when that is 0 as in tensor2tensor) or "step" (Universal Transformers: length * step /
+        # steps). tensor2tensor draws independently for the encoder, the decoder and every recurrent step;
+        # position_offset_shared=True draws once per batch for all of them. Inference never shifts. Only the
+        # absolute (sinusoid) signal is shifted: relative models do not read these.
+        position_start_index="none",
+        max_position_offset=0,
+        position_offset_shared=False,
         # -- Regularisation ---------------------------------------------------------------------------------
         layer_prepostprocess_dropout=0.1,
         attention_dropout=0.1,

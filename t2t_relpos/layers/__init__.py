@@ -3,7 +3,7 @@
 from t2t_relpos.layers.act import AdaptiveComputationTime, ponder_cost
 from t2t_relpos.layers.embedding import TokenEmbedding
 from t2t_relpos.layers.fact_embedding import FactEmbedding
-from t2t_relpos.layers.position import SinusoidalPositionEncoding, StepEncoding, timing_signal
+from t2t_relpos.layers.position import PositionOffset, SinusoidalPositionEncoding, StepEncoding, timing_signal
 from t2t_relpos.layers.relative_attention import RelationAwareMultiHeadAttention
 from t2t_relpos.layers.transformer_block import (FeedForward, TransformerDecoderBlock,
                                                  TransformerEncoderBlock)
@@ -17,6 +17,7 @@ __all__ = [
     "FactEmbedding",
     "FeedForward",
     "RelationAwareMultiHeadAttention",
+    "PositionOffset",
     "SeparableConvTransition",
     "SinusoidalPositionEncoding",
     "StepEncoding",

@@ -138,3 +138,85 @@ class StepEncoding(keras.layers.Layer):
         config.update({"signal_type": self.signal_type, "num_steps": self.num_steps,
                        "min_timescale": self.min_timescale, "max_timescale": self.max_timescale})
         return config
+
+
+POSITION_START_INDEX_TYPES = ("none", "random", "step")
+
+
+@keras.saving.register_keras_serializable(package="t2t_relpos")
+class PositionOffset(keras.layers.Layer):
+    """Where the sinusoid's positions start in training: tensor2tensor's `position_start_index`.
+
+    The Universal Transformer paper trained its algorithmic tasks "using positions starting with randomized
+    offsets to further encourage the model to learn position-relative transformations" (Dehghani et al. 2018,
+    §3.4), so that a model trained on strings of length 40 has met the sinusoids of positions up to 400. The
+    offset o shifts the signal: positions o, o + 1, ..., o + T - 1 instead of 0 .. T - 1.
+
+    Kinds, with tensor2tensor's semantics (`add_position_timing_signal`):
+        "none": o = 0.
+        "random": o uniform in [0, max_offset), drawn anew at every call; `max_offset=None` draws from
+            [0, T) with T the length of the call's (padded) input, tensor2tensor's range, which its authors
+            left as an open question.
+        "step": o = floor(T * step / num_steps), growing with the recurrence step.
+
+    Offsets are a training-time device here: with `training` not True the offset is 0, so decoding, caches and
+    exported models read the plain signal. (tensor2tensor applied them at inference too, where "random" made
+    decoding nondeterministic and "step" depended on the decoded prefix's length.)
+
+    Args:
+        start_index_type: "none", "random" or "step".
+        max_offset: For "random": offsets are drawn from [0, max_offset); None: [0, T).
+        seed: Seed of the draws (default: from Keras's global seed, `keras.utils.set_random_seed`).
+
+    Call arguments:
+        inputs: `[B, T, D]`; only its length T is read.
+        step: int, the recurrence step t (0-based), for "step".
+        num_steps: int, the number of recurrence steps, for "step".
+        training: Offsets only when True.
+
+    Returns:
+        An int32 scalar, the offset o.
+
+    Example:
+
+    >>> import numpy as np
+    >>> offset = PositionOffset("random", max_offset=400, seed=1)
+    >>> x = np.zeros((2, 40, 8), "float32")
+    >>> 0 <= int(offset(x, training=True)) < 400, int(offset(x, training=False))
+    (True, 0)
+    >>> int(PositionOffset("step")(x, step=3, num_steps=6, training=True))
+    20
+    """
+
+    def __init__(self, start_index_type="none", max_offset=None, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        if start_index_type not in POSITION_START_INDEX_TYPES:
+            raise ValueError(f"start_index_type must be one of {POSITION_START_INDEX_TYPES}, "
+                             f"got {start_index_type!r}")
+        if max_offset is not None and (isinstance(max_offset, bool) or not isinstance(max_offset, int)
+                                       or max_offset < 1):
+            raise ValueError(f"max_offset must be None or an int >= 1, got {max_offset!r}")
+        self.start_index_type = start_index_type
+        self.max_offset = max_offset
+        self.seed = seed
+        # Only "random" draws, so only it carries a generator's state (and a checkpointed variable).
+        self.seed_generator = (keras.random.SeedGenerator(seed) if start_index_type == "random" else None)
+        self.built = True
+
+    def call(self, inputs, step=0, num_steps=1, training=None):
+        if training is not True or self.start_index_type == "none":
+            return ops.convert_to_tensor(0, "int32")
+        length = ops.shape(inputs)[1]
+        if self.start_index_type == "step":
+            return ops.cast(ops.floor_divide(length * step, num_steps), "int32")
+        high = length if self.max_offset is None else self.max_offset
+        return ops.cast(keras.random.randint((), 0, high, dtype="int32", seed=self.seed_generator), "int32")
+
+    def compute_output_spec(self, inputs, step=0, num_steps=1, training=None):
+        return keras.KerasTensor((), dtype="int32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"start_index_type": self.start_index_type, "max_offset": self.max_offset,
+                       "seed": self.seed})
+        return config

@@ -7,7 +7,7 @@ They take embedded tokens, so they compose with any embedding: e.g. a text class
 import keras
 
 from t2t_relpos.layers.checks import check_int, keras_mask
-from t2t_relpos.layers.position import SinusoidalPositionEncoding
+from t2t_relpos.layers.position import PositionOffset, SinusoidalPositionEncoding
 from t2t_relpos.layers.transformer_block import TransformerDecoderBlock, TransformerEncoderBlock
 
 POSITION_ENCODINGS = ("sinusoid", "relative", "both", "none")
@@ -41,12 +41,25 @@ def source_mask(encoder_output, encoder_mask=None):
     return encoder_mask
 
 
+def position_offset_layer(position_encoding, position_start_index, max_position_offset, dtype):
+    """The stack's `PositionOffset`, or None where nothing is shifted (no offsets, or no absolute signal)."""
+    layer = PositionOffset(position_start_index, max_position_offset, dtype=dtype, name="position_offset")
+    if position_start_index == "none" or position_encoding not in ("sinusoid", "both"):
+        return None  # Made all the same, so that its arguments are checked.
+    return layer
+
+
 class _StackBase(keras.layers.Layer):
     """Block arguments (see `TransformerEncoderBlock`) plus `num_layers` and `position_encoding`.
 
     `position_encoding`: "sinusoid" adds the absolute signal to the inputs (Vaswani et al.); "relative" uses
     relation-aware self-attention with clipping distance `max_relative_position` and no absolute signal (Shaw
     et al.); "both" does both; "none" gives the model no position information.
+
+    `position_start_index` ("none" or "random", with `max_position_offset`; see `PositionOffset`) shifts the
+    absolute signal by a random offset in training, drawn at every call; a caller that shares one offset
+    between stacks passes it as the call argument `position_offset` instead. Without an absolute signal
+    there is nothing to shift and they are not read.
     """
 
     block_class = None
@@ -55,10 +68,18 @@ class _StackBase(keras.layers.Layer):
                  position_encoding="sinusoid", max_relative_position=16, use_relative_keys=True,
                  use_relative_values=True, heads_share_relative_embeddings=False, dropout=0.0,
                  attention_dropout=0.0, relu_dropout=0.0, norm_position="post", norm_epsilon=1e-6,
-                 kernel_initializer="glorot_uniform", **kwargs):
+                 kernel_initializer="glorot_uniform", position_start_index="none", max_position_offset=None,
+                 **kwargs):
         super().__init__(**kwargs)
         self.num_layers = check_int("num_layers", num_layers, 1)
         self.position_encoding = position_encoding
+        if position_start_index == "step":
+            raise ValueError('position_start_index="step" shifts positions by the recurrence step: it is for '
+                             "Universal Transformers, not a stack of distinct layers")
+        self.position_start_index = position_start_index
+        self.max_position_offset = max_position_offset
+        self.position_offset = position_offset_layer(position_encoding, position_start_index,
+                                                     max_position_offset, self.dtype_policy)
         self.block_kwargs, block_kwargs = block_arguments(
             position_encoding, hidden_size=hidden_size, num_heads=num_heads, filter_size=filter_size,
             key_dim=key_dim, value_dim=value_dim, max_relative_position=max_relative_position,
@@ -80,8 +101,12 @@ class _StackBase(keras.layers.Layer):
     def uses_absolute_positions(self):
         return self.position_encoding in ("sinusoid", "both")
 
-    def _prepare(self, x, start_index, training):
+    def _prepare(self, x, start_index, training, position_offset=None):
         if self.uses_absolute_positions:
+            if position_offset is None and self.position_offset is not None:
+                position_offset = self.position_offset(x, training=training)
+            if position_offset is not None:
+                start_index = start_index + position_offset
             x = x + self.position_signal(x, start_index=start_index)
         return self.input_dropout(x, training=training)
 
@@ -94,7 +119,9 @@ class _StackBase(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(self.block_kwargs)
-        config.update({"num_layers": self.num_layers, "position_encoding": self.position_encoding})
+        config.update({"num_layers": self.num_layers, "position_encoding": self.position_encoding,
+                       "position_start_index": self.position_start_index,
+                       "max_position_offset": self.max_position_offset})
         return config
 
 
@@ -105,6 +132,9 @@ class TransformerEncoder(_StackBase):
     Call arguments:
         x: `[B, T, hidden_size]` embedded tokens.
         padding_mask: bool `[B, T]`, False at padding (default: the Keras mask of x).
+        training: Enables dropout and position offsets.
+        position_offset: int scalar added to the positions of the absolute signal (instead of the offset
+            `position_start_index` draws).
 
     Returns:
         `[B, T, hidden_size]`.
@@ -130,10 +160,10 @@ class TransformerEncoder(_StackBase):
         if self.final_norm is not None:
             self.final_norm.build(x_shape)
 
-    def call(self, x, padding_mask=None, training=None):
+    def call(self, x, padding_mask=None, training=None, position_offset=None):
         if padding_mask is None:
             padding_mask = keras_mask(x)
-        x = self._prepare(x, 0, training)
+        x = self._prepare(x, 0, training, position_offset)
         for block in self.blocks:
             x = block(x, padding_mask=padding_mask, training=training)
         return self._finish(x)
@@ -149,6 +179,9 @@ class TransformerDecoder(_StackBase):
         encoder_mask: bool `[B, S]`, False at source padding (default: the Keras mask of `encoder_output`).
         cache: from `init_cache`, for incremental decoding; then `cache_index` is the position of y's first
             step, and the updated cache is returned too.
+        training: Enables dropout and position offsets.
+        position_offset: int scalar added to the positions of the absolute signal (instead of the offset
+            `position_start_index` draws).
 
     Returns:
         `[B, T, hidden_size]` (and the new cache).
@@ -188,12 +221,13 @@ class TransformerDecoder(_StackBase):
             "cross": [block.compute_cross_cache(encoder_output) for block in self.blocks],
         }
 
-    def call(self, y, encoder_output=None, encoder_mask=None, cache=None, cache_index=None, training=None):
+    def call(self, y, encoder_output=None, encoder_mask=None, cache=None, cache_index=None, training=None,
+             position_offset=None):
         if cache is not None:
             encoder_mask = cache["encoder_mask"]
         elif encoder_mask is None:
             encoder_mask = keras_mask(encoder_output)
-        y = self._prepare(y, 0 if cache_index is None else cache_index, training)
+        y = self._prepare(y, 0 if cache_index is None else cache_index, training, position_offset)
         new_self = []
         for i, block in enumerate(self.blocks):
             if cache is None:

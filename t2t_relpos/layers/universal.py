@@ -19,7 +19,7 @@ from keras import ops
 from t2t_relpos.layers.act import ACT_TYPES, AdaptiveComputationTime
 from t2t_relpos.layers.checks import check_int, keras_mask
 from t2t_relpos.layers.position import SinusoidalPositionEncoding, StepEncoding
-from t2t_relpos.layers.transformer_stack import block_arguments, source_mask
+from t2t_relpos.layers.transformer_stack import block_arguments, position_offset_layer, source_mask
 from t2t_relpos.layers.universal_block import TRANSITION_TYPES, UniversalDecoderBlock, UniversalEncoderBlock
 
 RECURRENCE_TYPES = ("basic", "act")
@@ -40,6 +40,13 @@ class _UniversalBase(keras.layers.Layer):
         act_max_steps, act_epsilon, act_halting_bias_init, act_type: see `AdaptiveComputationTime`.
         step_timing_signal_type: "sinusoid" (the paper's step signal) or "learned" (tensor2tensor's default:
             a trained vector per step); see `StepEncoding`.
+        position_start_index: "none", "random" or "step": in training, the position signal of every recurrent
+            step starts at an offset (tensor2tensor's `position_start_index`; the paper's randomized offsets,
+            §3.4): a random one drawn anew at every step, or floor(T * step / num_steps). See `PositionOffset`.
+            A caller that shares one offset (between the encoder and the decoder, and over the steps) passes
+            it as the call argument `position_offset` instead. Not read without an absolute signal.
+        max_position_offset: "random" offsets are drawn from [0, max_position_offset); None: [0, T), with T
+            the length of the call's input (tensor2tensor's range).
     """
 
     block_class = None
@@ -50,7 +57,8 @@ class _UniversalBase(keras.layers.Layer):
                  attention_dropout=0.0, relu_dropout=0.0, norm_position="post", norm_epsilon=1e-6,
                  kernel_initializer="glorot_uniform", transition_type="ffn", recurrence_type="basic",
                  act_max_steps=12, act_epsilon=0.01, act_halting_bias_init=1.0, act_type="copy",
-                 step_timing_signal_type="sinusoid", **kwargs):
+                 step_timing_signal_type="sinusoid", position_start_index="none", max_position_offset=None,
+                 **kwargs):
         super().__init__(**kwargs)
         if transition_type not in TRANSITION_TYPES:
             raise ValueError(f"transition_type must be one of {TRANSITION_TYPES}, got {transition_type!r}")
@@ -71,6 +79,8 @@ class _UniversalBase(keras.layers.Layer):
         self.act_halting_bias_init = act_halting_bias_init
         self.act_type = act_type
         self.step_timing_signal_type = step_timing_signal_type
+        self.position_start_index = position_start_index
+        self.max_position_offset = max_position_offset
         self.block_kwargs, block_kwargs = block_arguments(
             position_encoding, hidden_size=hidden_size, num_heads=num_heads, filter_size=filter_size,
             key_dim=key_dim, value_dim=value_dim, max_relative_position=max_relative_position,
@@ -81,6 +91,8 @@ class _UniversalBase(keras.layers.Layer):
         dtype = self.dtype_policy
         self.block = self.block_class(**block_kwargs, dtype=dtype, name="block")
         self.position_signal = SinusoidalPositionEncoding(dtype=dtype)
+        self.position_offset = position_offset_layer(position_encoding, position_start_index,
+                                                     max_position_offset, dtype)
         self.step_signal = StepEncoding(step_timing_signal_type,
                                         num_steps=act_max_steps if recurrence_type == "act" else num_rec_steps,
                                         dtype=dtype, name="step_signal")
@@ -111,9 +123,13 @@ class _UniversalBase(keras.layers.Layer):
         if self.final_norm is not None:
             self.final_norm.build(x_shape)
 
-    def _signals(self, h, step, start_index):
-        """H^{t-1} + P^t: the position signal (if absolute) and the step signal."""
+    def _signals(self, h, step, start_index, training=None, position_offset=None):
+        """H^{t-1} + P^t: the position signal (if absolute, shifted by the step's offset) and the step signal."""
         if self.uses_absolute_positions:
+            if position_offset is None and self.position_offset is not None:
+                position_offset = self.position_offset(h, step=step, num_steps=self.num_steps, training=training)
+            if position_offset is not None:
+                start_index = start_index + position_offset
             h = h + self.position_signal(h, start_index=start_index)
         return h + self.step_signal(h, step=step)
 
@@ -151,6 +167,8 @@ class _UniversalBase(keras.layers.Layer):
             "act_halting_bias_init": self.act_halting_bias_init,
             "act_type": self.act_type,
             "step_timing_signal_type": self.step_timing_signal_type,
+            "position_start_index": self.position_start_index,
+            "max_position_offset": self.max_position_offset,
         })
         return config
 
@@ -165,8 +183,11 @@ class UniversalTransformerEncoder(_UniversalBase):
         x: `[B, S, hidden_size]` embedded tokens.
         padding_mask: bool `[B, S]`, False at padding (default: the Keras mask of x). Padding positions are
             masked as keys and, with ACT, never run and cost no ponder time.
-        training: Enables dropout; `training=False` with ACT also stops the loop once all positions halted.
+        training: Enables dropout and position offsets; `training=False` with ACT also stops the loop once
+            all positions halted.
         return_ponder_times: Also return the ponder time of each position.
+        position_offset: int scalar: the position signal of every step starts there (instead of the offsets
+            `position_start_index` draws).
 
     Returns:
         `[B, S, hidden_size]`; with `return_ponder_times`, also float32 `[B, S]` ponder times N + R (ACT) or
@@ -193,19 +214,20 @@ class UniversalTransformerEncoder(_UniversalBase):
         self.block.build(x_shape)
         self._build_recurrence(x_shape)
 
-    def call(self, x, padding_mask=None, training=None, return_ponder_times=False):
+    def call(self, x, padding_mask=None, training=None, return_ponder_times=False, position_offset=None):
         if padding_mask is None:
             padding_mask = keras_mask(x)
         x = self.input_dropout(x, training=training)
 
         def step_fn(step, h):
-            h = self._signals(h, step, 0)
+            h = self._signals(h, step, 0, training, position_offset)
             return h, self.block(h, padding_mask=padding_mask, training=training)
 
         output, ponder_times = self._recur(x, step_fn, padding_mask, halt_early=training is False)
         return (output, ponder_times) if return_ponder_times else output
 
-    def compute_output_spec(self, x, padding_mask=None, training=None, return_ponder_times=False):
+    def compute_output_spec(self, x, padding_mask=None, training=None, return_ponder_times=False,
+                            position_offset=None):
         out = keras.KerasTensor(tuple(x.shape), dtype=self.compute_dtype)
         if return_ponder_times:
             return out, keras.KerasTensor(tuple(x.shape[:2]), dtype="float32")
@@ -234,9 +256,11 @@ class UniversalTransformerDecoder(_UniversalBase):
             no ponder time (attention is causal, so padding at the end never reaches valid positions).
         cache: from `init_cache`, for incremental decoding; then `cache_index` is the position of y's first
             step and the updated cache is returned too.
-        training: Enables dropout; `training=False` with ACT and no cache also stops the loop once all
-            positions halted.
+        training: Enables dropout and position offsets; `training=False` with ACT and no cache also stops
+            the loop once all positions halted.
         return_ponder_times: Also return the ponder time of each position.
+        position_offset: int scalar added to the positions of every step's signal (instead of the offsets
+            `position_start_index` draws).
 
     Returns:
         `[B, T, hidden_size]`, then float32 `[B, T]` ponder times if `return_ponder_times`, then the new cache
@@ -277,7 +301,7 @@ class UniversalTransformerDecoder(_UniversalBase):
         }
 
     def call(self, y, encoder_output=None, encoder_mask=None, padding_mask=None, cache=None, cache_index=None,
-             training=None, return_ponder_times=False):
+             training=None, return_ponder_times=False, position_offset=None):
         if cache is not None:
             encoder_mask = cache["encoder_mask"]
             cross = cache["cross"]
@@ -291,7 +315,7 @@ class UniversalTransformerDecoder(_UniversalBase):
         y = self.input_dropout(y, training=training)
 
         def step_fn(step, h):
-            h = self._signals(h, step, start_index)
+            h = self._signals(h, step, start_index, training, position_offset)
             if cache is None:
                 return h, self.block(h, encoder_mask=encoder_mask, cross_cache=cross, training=training)
             out, new_self[step] = self.block(h, encoder_mask=encoder_mask, self_cache=new_self[step],
@@ -309,7 +333,7 @@ class UniversalTransformerDecoder(_UniversalBase):
         return results[0] if len(results) == 1 else tuple(results)
 
     def compute_output_spec(self, y, encoder_output=None, encoder_mask=None, padding_mask=None, cache=None,
-                            cache_index=None, training=None, return_ponder_times=False):
+                            cache_index=None, training=None, return_ponder_times=False, position_offset=None):
         results = [keras.KerasTensor(tuple(y.shape), dtype=self.compute_dtype)]
         if return_ponder_times:
             results.append(keras.KerasTensor(tuple(y.shape[:2]), dtype="float32"))

@@ -5,6 +5,7 @@ from keras import ops
 
 from t2t_relpos import registry
 from t2t_relpos.layers.embedding import TokenEmbedding
+from t2t_relpos.layers.position import PositionOffset
 from t2t_relpos.layers.transformer_stack import TransformerDecoder, TransformerEncoder
 from t2t_relpos.models.inputs import architecture_arguments, build_once, check_features, check_ids, ensure_built
 
@@ -16,7 +17,8 @@ ARCHITECTURE_HPARAMS = (
     "attention_key_channels", "attention_value_channels", "shared_embedding_and_softmax_weights",
     "norm_position", "norm_epsilon", "position_encoding", "max_relative_position", "relative_keys",
     "relative_values", "heads_share_relative_embeddings", "layer_prepostprocess_dropout",
-    "attention_dropout", "relu_dropout", "initializer_gain",
+    "attention_dropout", "relu_dropout", "initializer_gain", "position_start_index", "max_position_offset",
+    "position_offset_shared",
 )
 
 
@@ -33,6 +35,11 @@ def stack_arguments(architecture, dtype):
         "relu_dropout": a["relu_dropout"], "norm_position": a["norm_position"], "norm_epsilon": a["norm_epsilon"],
         "kernel_initializer": keras.initializers.VarianceScaling(
             scale=a["initializer_gain"], mode="fan_avg", distribution="uniform"),
+        # A shared offset is drawn by the model and passed to the stacks, which then draw none of their own.
+        # (The encoder-only classifiers have no offsets.)
+        "position_start_index": ("none" if a.get("position_offset_shared")
+                                 else a.get("position_start_index", "none")),
+        "max_position_offset": a.get("max_position_offset") or None,
         "dtype": dtype,
     }
 
@@ -52,10 +59,18 @@ class Transformer(keras.Model):
     Encoder-decoder attention is plain. With `shared_embedding_and_softmax_weights` the target embedding is
     also the softmax matrix, and when the vocabularies have the same size the source embedding is shared too.
 
+    Position offsets in training (the Universal Transformer paper's randomized offsets, tensor2tensor's
+    `position_start_index`; see `PositionOffset`) shift the absolute signal: `position_start_index="random"`
+    draws an offset in [0, `max_position_offset`) (0: in [0, the input's length), tensor2tensor's range);
+    independently for the encoder and the decoder (and, in a Universal Transformer, at every recurrent step)
+    as tensor2tensor does, or once per batch for all of them with `position_offset_shared=True`. Inference
+    never shifts.
+
+    The arguments after the vocabulary sizes are the hyperparameters of `ARCHITECTURE_HPARAMS` (see
+    `hparams/defaults.py`); `Transformer.from_hparams(hparams, ...)` reads them from an `HParams`.
+
     Args:
         input_vocab_size, target_vocab_size: Vocabulary sizes (id 0 is padding, 1 end-of-sequence).
-        The rest: the hyperparameters of `ARCHITECTURE_HPARAMS` (see `hparams/defaults.py`);
-        `Transformer.from_hparams(hparams, ...)` reads them from an `HParams`.
 
     Call arguments:
         features: dict with int `"inputs"` `[B, S]` and `"targets"` `[B, T]` (EOS-terminated, 0-padded).
@@ -83,8 +98,12 @@ class Transformer(keras.Model):
                  norm_epsilon=1e-6, position_encoding="sinusoid", max_relative_position=16,
                  relative_keys=True, relative_values=True, heads_share_relative_embeddings=False,
                  layer_prepostprocess_dropout=0.1, attention_dropout=0.1, relu_dropout=0.1,
-                 initializer_gain=1.0, **kwargs):
+                 initializer_gain=1.0, position_start_index="none", max_position_offset=0,
+                 position_offset_shared=False, **kwargs):
         super().__init__(**kwargs)
+        if position_offset_shared and position_start_index != "random":
+            raise ValueError("position_offset_shared=True shares a random offset: it needs "
+                             f'position_start_index="random", got {position_start_index!r}')
         self.input_vocab_size = input_vocab_size
         self.target_vocab_size = target_vocab_size
         self.architecture = {
@@ -99,10 +118,15 @@ class Transformer(keras.Model):
             "heads_share_relative_embeddings": heads_share_relative_embeddings,
             "layer_prepostprocess_dropout": layer_prepostprocess_dropout,
             "attention_dropout": attention_dropout, "relu_dropout": relu_dropout,
-            "initializer_gain": initializer_gain,
+            "initializer_gain": initializer_gain, "position_start_index": position_start_index,
+            "max_position_offset": max_position_offset, "position_offset_shared": position_offset_shared,
         }
         self.hidden_size = hidden_size
         dtype = self.dtype_policy
+        self.shared_position_offset = None
+        if position_offset_shared and position_encoding in ("sinusoid", "both"):
+            self.shared_position_offset = PositionOffset(position_start_index, max_position_offset or None,
+                                                         dtype=dtype, name="shared_position_offset")
         self.target_embedding = TokenEmbedding(target_vocab_size, hidden_size, dtype=dtype,
                                                name="target_embedding")
         share_source = shared_embedding_and_softmax_weights and input_vocab_size == target_vocab_size
@@ -146,21 +170,31 @@ class Transformer(keras.Model):
             build_once(self.softmax, (None, None, width))
 
     # -- the forward pass --------------------------------------------------------------------------------
-    def encode(self, inputs, training=None):
+    def encode(self, inputs, training=None, position_offset=None):
         """`[B, S]` ids -> (encoder output `[B, S, hidden_size]`, bool padding mask `[B, S]`)."""
         ensure_built(self)
         inputs = check_ids("inputs", inputs)
         mask = ops.not_equal(inputs, PAD_ID)
         x = self.input_embedding(inputs)
-        return self.encoder(x, padding_mask=mask, training=training), mask
+        return self.encoder(x, padding_mask=mask, training=training, position_offset=position_offset), mask
 
-    def decode(self, decoder_inputs, encoder_output, encoder_mask, training=None):
+    def decode(self, decoder_inputs, encoder_output, encoder_mask, training=None, position_offset=None):
         """Teacher-forced decoding: `[B, T]` right-shifted ids -> float32 logits `[B, T, V]`."""
         ensure_built(self)
         decoder_inputs = check_ids("decoder inputs", decoder_inputs)
         y = self.decoder(self.target_embedding(decoder_inputs), encoder_output, encoder_mask=encoder_mask,
-                         training=training)
+                         training=training, position_offset=position_offset)
         return self.logits(y)
+
+    def shared_offset(self, features, training):
+        """The batch's one position offset for the encoder and the decoder, or None (see the class docstring).
+
+        Drawn from [0, `max_position_offset`), or [0, the longer of the inputs and targets) when that is 0.
+        """
+        if self.shared_position_offset is None or training is not True:
+            return None
+        lengths = ops.maximum(ops.shape(features["inputs"])[1], ops.shape(features["targets"])[1])
+        return self.shared_position_offset(ops.zeros((1, lengths, 1)), training=training)
 
     def logits(self, y):
         logits = self.target_embedding.logits(y) if self.softmax is None else self.softmax(y)
@@ -168,8 +202,10 @@ class Transformer(keras.Model):
 
     def call(self, features, training=None, return_details=False):
         check_features(features, ("inputs", "targets"))
-        encoder_output, encoder_mask = self.encode(features["inputs"], training=training)
-        logits = self.decode(shift_right(features["targets"]), encoder_output, encoder_mask, training=training)
+        offset = self.shared_offset(features, training)
+        encoder_output, encoder_mask = self.encode(features["inputs"], training=training, position_offset=offset)
+        logits = self.decode(shift_right(features["targets"]), encoder_output, encoder_mask, training=training,
+                             position_offset=offset)
         if return_details:
             return {"logits": logits, "losses": {}, "summaries": {}}
         return logits

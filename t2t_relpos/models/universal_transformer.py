@@ -64,10 +64,11 @@ class UniversalTransformer(RecurrentEncoderMixin, Transformer):
     over non-padding positions), the mean ponder times in `"summaries"`, and the per-position ponder times
     in `"ponder_times"` (`{"encoder": [B, S], "decoder": [B, T]}`, any recurrence type).
 
+    `num_rec_steps`, `recurrence_type`, `transition_type`, `act_max_steps`, `act_epsilon`,
+    `act_halting_bias_init` and `step_timing_signal_type` are those of `UniversalTransformerEncoder`.
+
     Args:
         input_vocab_size, target_vocab_size: Vocabulary sizes.
-        num_rec_steps, recurrence_type, transition_type, act_max_steps, act_epsilon, act_halting_bias_init,
-            step_timing_signal_type: see `UniversalTransformerEncoder`.
         act_loss_weight: Weight of the ponder cost in the training loss (0.01 in tensor2tensor).
         **kwargs: The `Transformer`'s arguments.
 
@@ -94,13 +95,13 @@ class UniversalTransformer(RecurrentEncoderMixin, Transformer):
         return UniversalTransformerDecoder(**self.recurrence, **stack_kwargs, name="decoder")
 
     # -- the forward pass --------------------------------------------------------------------------------
-    def encode_with_ponder_times(self, inputs, training=None):
+    def encode_with_ponder_times(self, inputs, training=None, position_offset=None):
         """`[B, S]` ids -> (encoder output `[B, S, D]`, bool mask `[B, S]`, float32 ponder times `[B, S]`)."""
         ensure_built(self)
         inputs = check_ids("inputs", inputs)
         mask = ops.not_equal(inputs, PAD_ID)
         output, ponder_times = self.encoder(self.input_embedding(inputs), padding_mask=mask, training=training,
-                                            return_ponder_times=True)
+                                            return_ponder_times=True, position_offset=position_offset)
         return output, mask, ponder_times
 
     def ponder_times(self, inputs):
@@ -113,13 +114,14 @@ class UniversalTransformer(RecurrentEncoderMixin, Transformer):
     def call(self, features, training=None, return_details=False):
         check_features(features, ("inputs", "targets"))
         targets = features["targets"]
-        encoder_output, encoder_mask, encoder_ponder = self.encode_with_ponder_times(features["inputs"],
-                                                                                     training=training)
+        offset = self.shared_offset(features, training)
+        encoder_output, encoder_mask, encoder_ponder = self.encode_with_ponder_times(
+            features["inputs"], training=training, position_offset=offset)
         # Decoder position i predicts targets[i], so the target mask says which positions are padding.
         target_mask = ops.not_equal(targets, PAD_ID)
         y, decoder_ponder = self.decoder(self.target_embedding(shift_right(targets)), encoder_output,
                                          encoder_mask=encoder_mask, padding_mask=target_mask, training=training,
-                                         return_ponder_times=True)
+                                         return_ponder_times=True, position_offset=offset)
         logits = self.logits(y)
         if not return_details:
             return logits
