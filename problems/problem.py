@@ -261,8 +261,7 @@ class Problem(abc.ABC):
         Problems that parse or tokenize examples in batches return those batches as they are, and the input
         pipeline buckets them without taking them apart: per element, tf.data costs about as much as parsing.
 
-        Args:
-            As for `dataset`.
+        The arguments are those of `dataset`.
 
         Returns:
             None, or a `tf.data.Dataset` of `{"inputs": int32 ragged [n, (length)], "targets": ...}` (int64

@@ -148,7 +148,7 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
 
     @property
     def num_relations(self):
-        """R: 2k + 1 clipped distances, the number of edge labels, or 0 without relations."""
+        """R, the number of relations (2k + 1 clipped distances, the number of edge labels, or 0 without any)."""
         if self.num_edge_labels is not None:
             return self.num_edge_labels
         if self.max_relative_position is not None:

@@ -46,8 +46,9 @@ class TransformerEncoderClassifier(keras.Model):
         fact_mask_trainable: with `fact_width`, whether those masks are trained (False: fixed at their
             initial value).
         classifier_readout: "mean" (of the non-padding positions), "first" or "last" (non-padding position).
-        The rest: the hyperparameters of `ENCODER_HPARAMS` (see `hparams/defaults.py`); `from_hparams` reads
-        them from an `HParams`.
+
+    The other arguments are the hyperparameters of `ENCODER_HPARAMS` (see `hparams/defaults.py`);
+    `from_hparams` reads them from an `HParams`.
 
     Call arguments:
         features: dict with int `"inputs"` `[B, S]` (for `fact_width` W: `[B, F * W]`); `"targets"` (`[B, 1]`
@@ -187,9 +188,11 @@ class UniversalTransformerEncoderClassifier(RecurrentEncoderMixin, TransformerEn
     non-padding positions in `"losses"`, its value in `"summaries"`, and the ponder time of every position
     (every fact, with `fact_width`) in `"ponder_times"["encoder"]`.
 
+    `num_rec_steps`, `recurrence_type`, `transition_type`, `act_max_steps`, `act_epsilon`,
+    `act_halting_bias_init`, `step_timing_signal_type` and `act_loss_weight` are keyword arguments, as for
+    `UniversalTransformer`.
+
     Args:
-        num_rec_steps, recurrence_type, transition_type, act_max_steps, act_epsilon, act_halting_bias_init,
-            step_timing_signal_type, act_loss_weight: as for `UniversalTransformer` (keyword arguments).
         **kwargs: `TransformerEncoderClassifier`'s arguments (`num_encoder_layers` is unused).
 
     Example:
