@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts: machine line, interleaved timing, peak memory, README sections.
+"""Helpers shared by the benchmark scripts: machine line, interleaved timing, peak memory, README sections,
+and the results files under benchmarks/results/ that the plots are drawn from.
 
 Nothing here imports TensorFlow at module level, so a parent process that only launches workers stays light.
 """
@@ -18,6 +19,7 @@ import time
 from importlib import metadata
 
 README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "README.md")
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 _RESULT_PREFIX = "BENCHMARK_RESULT_JSON: "
 
 
@@ -71,6 +73,68 @@ def command_line():
     python = os.path.relpath(sys.executable)
     python = sys.executable if python.startswith("..") else python
     return shlex.join([python] + sys.argv)
+
+
+def code_version():
+    """The commit the benchmark ran on (`git rev-parse --short HEAD`), "+ uncommitted changes" where the tree
+    differs from it, or "unknown" outside a checkout."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def git(*args):
+        return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=False)
+
+    head = git("rev-parse", "--short", "HEAD")
+    if head.returncode != 0:
+        return "unknown"
+    changed = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    return head.stdout.strip() + (" + uncommitted changes" if changed else "")
+
+
+def provenance(seed=None):
+    """What every recorded row carries: date, code, command, machine (and the seed, where there is one)."""
+    row = {"date": today(), "code": code_version(), "command": command_line(), "machine": machine_description()}
+    if seed is not None:
+        row["seed"] = seed
+    return row
+
+
+def read_results(benchmark, results_dir=None):
+    """The results file `<results_dir>/<benchmark>.json` (default `RESULTS`): {"benchmark", "description",
+    "rows": [...]}.
+
+    Raises:
+        FileNotFoundError: there is none.
+    """
+    with open(os.path.join(results_dir or RESULTS, f"{benchmark}.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def results_json(results):
+    """`results` as JSON text, one field a line, except objects of plain values (a row's errors per task, a length
+    bucket's accuracies), which keep to one line."""
+    text = json.dumps(results, indent=1)
+    # JSON strings hold no raw newline, so a run of lines between braces without brackets is one flat object.
+    return re.sub(r"\{\n\s+([^{}\[\]]*?)\n\s+\}", lambda m: "{" + re.sub(r",\n\s+", ", ", m.group(1)) + "}",
+                  text) + "\n"
+
+
+def record(benchmark, rows, results_dir=None, description=""):
+    """Appends `rows` (dicts, each with `provenance`'s fields) to `<results_dir>/<benchmark>.json` (default
+    `RESULTS`), written whole (a temporary name renamed into place), the rows already there kept; its path."""
+    from t2t_relpos import files  # pylint: disable=import-outside-toplevel  # No TensorFlow.
+
+    results_dir = results_dir or RESULTS
+    path = os.path.join(results_dir, f"{benchmark}.json")
+    try:
+        results = read_results(benchmark, results_dir)
+    except FileNotFoundError:
+        results = {"benchmark": benchmark, "description": description, "rows": []}
+    results["rows"] += list(rows)
+    os.makedirs(results_dir, exist_ok=True)
+    with files.atomic_write(path, what="the results file") as f:
+        f.write(results_json(results))
+    print(f"Recorded {len(rows)} row(s) in {path}")
+    return path
 
 
 def _clock(fn, number, clocks=(time.perf_counter,)):
@@ -182,7 +246,8 @@ def run_worker(args, timeout=None):
 
 
 def run_cli(module, *args, log, threads=0):
-    """Runs a package CLI (`t2t_relpos.cli.<module>`) as `python -c`, appending its output to `log`; its stdout.
+    """Runs a package CLI (`t2t_relpos.cli.<module>`) as `python -c`, appending its output to `log`; its stdout,
+    then its stderr (where the tools report scores and progress: the decoder's stdout carries only outputs).
 
     `threads` > 0 limits TensorFlow's intra- and inter-op thread pools (0: one thread per core).
 
@@ -199,7 +264,7 @@ def run_cli(module, *args, log, threads=0):
         f.write(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         raise RuntimeError(f"{module} failed ({proc.returncode}); see {log}")
-    return proc.stdout
+    return proc.stdout + proc.stderr
 
 
 def event_scalars(folder, tag):
