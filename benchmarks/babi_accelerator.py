@@ -9,7 +9,7 @@
         --train_steps 100000 --max_minutes 7 --out DIR [--resume DIR] [--compilation_cache DIR]
     # here again: the trained weights answered by the TensorFlow backend, per task
     .venv/bin/python benchmarks/babi_accelerator.py evaluate --data .babi_accelerator/babi_1k.npz --run DIR
-    .venv/bin/python benchmarks/babi_accelerator.py report --runs DIR[,DIR of its continuation] [--write]
+    .venv/bin/python benchmarks/babi_accelerator.py report --runs DIR[,DIR of its continuation] [--write] [--record]
 
 The Universal Transformer paper's bAbI runs took 100000 steps, and it reports the best of 10 seeds; the
 package's trainer does 2.7-4.4 steps per second on this machine's CPU (6-10 hours a seed). `train` takes the
@@ -596,6 +596,12 @@ def report(args):
     print(text)
     if args.write:
         common.replace_section(args.section, text)
+    if args.record:
+        babi.record([babi.result_row(
+            subset, "joint", last["hparams_set"], last["hparams"], last["test"]["tasks"], layout="facts",
+            train_steps=last["step"], seed=last["seed"], seeds_tried=len(last["seeds"]),
+            validation_mean_error=last["eval"]["mean"], training_minutes=last["training_minutes"],
+            device=last["device"])])
 
 
 def main(argv=None):
@@ -633,6 +639,8 @@ def main(argv=None):
     p.add_argument("--title", default="bAbI on an accelerator")
     p.add_argument("--section", default="babi_accelerator")
     p.add_argument("--write", action="store_true", help="put the section into benchmarks/README.md")
+    p.add_argument("--record", action="store_true", help="append the last run's chosen seed's test error per task "
+                   "to benchmarks/results/babi.json (drawn by benchmarks/plots.py)")
     args = parser.parse_args(argv)
     for name in ("log_every", "eval_every", "save_every"):
         if getattr(args, name, 0) < 0:

@@ -454,11 +454,9 @@ def test_an_export_the_model_cannot_have_is_refused_before_training(tmp_path, ex
 @pytest.mark.slow  # Three trainer runs: 60 s of a core (the trainer's frozen layers: tests/test_training.py).
 def test_a_run_continued_on_other_tasks_keeps_its_frozen_layers_and_reports_both_ends(tmp_path):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    from test_quality_benchmarks import _load  # pylint: disable=import-outside-toplevel
     from t2t_relpos.hparams import stored as stored_hparams  # pylint: disable=import-outside-toplevel
     from t2t_relpos.training import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
 
-    babi_continue = _load("babi_continue")
     data_dir = write_task_files(str(tmp_path / "babi"), stories=10)  # Story 10 of each task is held out.
     run = str(tmp_path / "run")
     first = run_tool("t2t-relpos-trainer", "--problem=babi_qa_facts_all_tasks_1k",
@@ -468,11 +466,11 @@ def test_a_run_continued_on_other_tasks_keeps_its_frozen_layers_and_reports_both
                      "task_repeats=[" + ",".join(f"{t}:0" for t in range(2, 21)) + "]", timeout=300)
     assert first.returncode == 0, first.stderr[-2000:]
     work = str(tmp_path / "continued")
-    common = ["--from_run", run, "--data_dir", data_dir, "--subset", "1k", "--work_dir", work]
+    common = ["continue", "--from_run", run, "--data_dir", data_dir, "--subset", "1k", "--work_dir", work]
     with pytest.raises(SystemExit, match="error: .* has no checkpoint of step 7"):
-        babi_continue.main(common + ["--from_step", "7", "--name", "nothing"])
-    assert babi_continue.main(common + ["--from_step", "2", "--name", "qa2_frozen", "--tasks", "1,2",
-                                        "--task_repeats", "2:3", "--freeze", "encoder", "--steps", "2"]) == 0
+        babi_benchmark.main(common + ["--from_step", "7", "--name", "nothing"])
+    assert babi_benchmark.main(common + ["--from_step", "2", "--name", "qa2_frozen", "--tasks", "1,2",
+                                         "--task_repeats", "2:3", "--freeze", "encoder", "--steps", "2"]) == 0
     out = os.path.join(work, "qa2_frozen")
     with open(os.path.join(out, "hparams.json"), encoding="utf-8") as f:
         stored = json.load(f)["hparams"]
@@ -497,17 +495,18 @@ def test_a_run_continued_on_other_tasks_keeps_its_frozen_layers_and_reports_both
     del result["test_end"]
     with open(os.path.join(out, "continue.json"), "w", encoding="utf-8") as f:
         json.dump(result, f)
-    assert babi_continue.main(common + ["--from_step", "2", "--name", "qa2_frozen"]) == 0
+    assert babi_benchmark.main(common + ["--from_step", "2", "--name", "qa2_frozen"]) == 0
     with open(os.path.join(out, "continue.json"), encoding="utf-8") as f:
         again = json.load(f)
     assert sorted(map(int, again["test_end"])) == list(range(1, 21)) and again["end"] == result["end"]
     assert not os.path.exists(os.path.join(out, "ckpt-6.index"))
-    table = babi_continue.report([result])
+    table = babi_benchmark.continue_report([result])
     assert "| qa2_frozen " in table and "| encoder " in table and "| 2 -> 4 " in table
 
 
 def write_qa16_stories(data_dir, subsets, stories=1):
-    """Replaces qa16's files with `stories` real-looking ones (one question each), as `babi_hops` rewrites them."""
+    """Replaces qa16's files with `stories` real-looking ones (one question each), as `benchmarks/babi.py hops`
+    rewrites them."""
     qa16 = ("1 Lily is a frog.\n2 Bernhard is a frog.\n3 Bernhard is green.\n4 Greg is a frog.\n"
             "5 What color is Greg?\tgreen\t4 2 3\n") * stories
     for subset in subsets:
@@ -521,15 +520,12 @@ def write_qa16_stories(data_dir, subsets, stories=1):
 
 
 def test_a_continuation_can_ask_qa16_with_two_lookups_of_the_same_stories(tmp_path):
-    from test_quality_benchmarks import _load  # pylint: disable=import-outside-toplevel
-
-    babi_continue = _load("babi_continue")
     data_dir = write_task_files(str(tmp_path / "babi"), stories=2, subset="en-10k")
     write_task_files(data_dir, stories=2, subset="en")
     write_qa16_stories(data_dir, ("en", "en-10k"))
     os.remove(os.path.join(data_dir, "en-10k", "qa4_two-arg-relations_train.txt"))  # As 10k qa3 is missing.
     args = types.SimpleNamespace(data_dir=data_dir, subset="10k", work_dir=str(tmp_path / "work"), qa16_hops=2)
-    linked, missing = babi_continue._hops_data_dir(args)  # pylint: disable=protected-access
+    linked, missing = babi_benchmark._hops_data_dir(args)  # pylint: disable=protected-access
     assert missing == [4]
     assert [e.question for e in babi_text.read_task(linked, "10k", 16, "train")] == [("What", "color", "is", "frog", "?")]
     assert babi_text.read_task(linked, "10k", 4, "train") == babi_text.read_task(data_dir, "1k", 4, "train")
@@ -538,16 +534,14 @@ def test_a_continuation_can_ask_qa16_with_two_lookups_of_the_same_stories(tmp_pa
               "steps": 2, "start": {"16": 50.0, "1": 0.0, "2": 1.0, "3": 2.0, "4": 3.0},
               "end": {"16": 1.0, "1": 0.0, "2": 9.0, "3": 2.0, "4": 3.0}, "test_end": {"16": 2.0, "2": 10.0},
               "training_minutes": 1.0}
-    row = [c.strip() for c in babi_continue.report([result]).splitlines()[-1].split("|")[1:-1]]
+    row = [c.strip() for c in babi_benchmark.continue_report([result]).splitlines()[-1].split("|")[1:-1]]
     assert row == ["hops2", "all; qa16 asked with 2 lookups", "nothing", "4 -> 6", "4 tasks; qa2 1.0 -> 9.0",
                    "qa2 9.0", "11.2 -> 3.0", "6.00 (1)", "1"]
 
 
 def _short_curriculum(tmp_path, monkeypatch):
-    """benchmarks/babi_curriculum.py with a chain of 3 of its stages, tiny data and model: (module, argv, stages)."""
-    from test_quality_benchmarks import _load  # pylint: disable=import-outside-toplevel
-
-    curriculum = _load("babi_curriculum")
+    """`benchmarks/babi.py curriculum` with a chain of 3 of its stages, tiny data and model: (module, argv, stages)."""
+    curriculum = babi_benchmark
     assert [(s[1], s[2], s[3]) for s in curriculum.STAGES] == [  # The recipe benchmarks/README.md reports.
         (4000, "", 3), (8000, "16:4,17:8,19:8", 3), (4000, "16:4,17:8,19:8", 3), (3000, "16:8,17:8,19:8", 2),
         (4000, "16:24,17:8,19:8", 2), (4000, "16:8,17:8,19:8", 3)]
@@ -556,7 +550,8 @@ def _short_curriculum(tmp_path, monkeypatch):
     monkeypatch.setattr(curriculum, "STAGES", stages)
     data_dir = write_task_files(str(tmp_path / "babi"), stories=10)
     write_qa16_stories(data_dir, ("en",), stories=10)
-    argv = ["--data_dir", data_dir, "--subset", "1k", "--work_dir", str(tmp_path / "work"), "--stage_steps", "2,1,1",
+    argv = ["curriculum", "--data_dir", data_dir, "--subset", "1k", "--work_dir", str(tmp_path / "work"),
+            "--stage_steps", "2,1,1",
             "--hparams", "hidden_size=16,filter_size=32,num_heads=2,num_rec_steps=2,batch_size=1024"]
     return curriculum, argv, stages
 
@@ -576,10 +571,10 @@ def test_the_curriculum_runs_its_stages_in_a_chain_and_resumes(tmp_path, monkeyp
     prefix = "universal_transformer_babi_rel_hidden_size_16_filter_size_32_num_heads_2_num_rec_steps_2_batch_size_1024_s1"
     names = [f"{prefix}_{k}_{stage[0]}" for k, stage in enumerate(stages)]
     # A chain cut short (what fits a session) runs and reports its first stages, and the full command goes on.
-    partial = curriculum.run(curriculum.parse_args(argv + ["--stages", "2"]))
+    partial = curriculum.curriculum_run(curriculum.parse_args(argv + ["--stages", "2"]))
     assert [r["name"] for r in partial] == names[:2] and not os.path.exists(os.path.join(work, names[2]))
-    assert ", the first 2 of 3 stages" in curriculum.report(curriculum.parse_args(argv + ["--stages", "2"]),
-                                                             partial, 1.0).splitlines()[0]
+    assert ", the first 2 of 3 stages" in curriculum.curriculum_report(
+        curriculum.parse_args(argv + ["--stages", "2"]), partial, 1.0).splitlines()[0]
     assert curriculum.main(argv) == 0
     assert sorted(n for n in os.listdir(work) if os.path.isdir(os.path.join(work, n)) and n != "qa16_hops2") == sorted(names)
     results = []
@@ -593,7 +588,8 @@ def test_the_curriculum_runs_its_stages_in_a_chain_and_resumes(tmp_path, monkeyp
         first = json.load(f)["hparams"]
     assert first["task_repeats"] == [f"{t}:0" for t in range(1, 21) if t != 17] and first["hidden_size"] == 16
     logs = {name: os.path.getsize(os.path.join(work, name + ".log")) for name in names}
-    table = curriculum.report(curriculum.parse_args(argv), curriculum.run(curriculum.parse_args(argv)), 1.0)
+    table = curriculum.curriculum_report(curriculum.parse_args(argv),
+                                         curriculum.curriculum_run(curriculum.parse_args(argv)), 1.0)
     assert logs == {name: os.path.getsize(os.path.join(work, name + ".log")) for name in names}  # Nothing rerun.
     assert table.count("\n| ") == 1 + 3 and "| 2     | 3 -> 4 " in table and "Adaptive UT 7.85 (5 failed)" in table
 

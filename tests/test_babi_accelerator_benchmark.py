@@ -137,7 +137,8 @@ def two_seeds(prepared, tmp_path_factory):
     return run
 
 
-def test_two_seeds_trained_side_by_side_are_answered_alike_by_tensorflow(prepared, two_seeds, tmp_path, capsys):
+def test_two_seeds_trained_side_by_side_are_answered_alike_by_tensorflow(prepared, two_seeds, tmp_path, capsys,
+                                                                         monkeypatch):
     path, both = prepared[1], two_seeds
     trained = _read(both, "results.json")
     assert trained["step"] == 4 and trained["device"].lower().startswith("cpu")
@@ -169,8 +170,15 @@ def test_two_seeds_trained_side_by_side_are_answered_alike_by_tensorflow(prepare
     checked = tmp_path / "chosen.json"
     checked.write_text(json.dumps({"backend": "tensorflow", "step": 4, "seed": trained["seed"],
                                    "eval": trained["eval"], "test": trained["test"]}))
-    babi_accelerator.main(["report", "--runs", both, "--checked", str(checked)])
+    results = tmp_path / "results"
+    monkeypatch.setattr(babi_accelerator.babi.common, "RESULTS", str(results))
+    babi_accelerator.main(["report", "--runs", both, "--checked", str(checked), "--record"])
     report = capsys.readouterr().out
+    # --record: the chosen seed's test error per task, for benchmarks/plots.py.
+    (row,) = json.loads((results / "babi.json").read_text())["rows"]
+    assert (row["subset"], row["protocol"], row["seed"], row["train_steps"]) == ("1k", "joint", trained["seed"], 4)
+    assert row["test_error"] == trained["test"]["tasks"] and abs(row["mean_error"] - trained["test"]["mean"]) <= 0.01
+    assert row["command"] and row["date"] and row["code"] and row["machine"]
     assert "(`evaluate`) answer every validation and test question as the JAX loop did" in report
     # Per task by step: the in-loop evaluation at step 4 and the final one (the same weights).
     per_task = report.split("Validation error (%) per task", 1)[1]

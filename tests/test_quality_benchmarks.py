@@ -21,7 +21,6 @@ def _load(name):
 length_generalisation = _load("length_generalisation")
 ablations = _load("ablations")
 babi = _load("babi")
-babi_fact_order = _load("babi_fact_order")
 
 _DECODER_OUTPUT = """char_accuracy = 0.0252  seq_accuracy = 0.0000  (100 sequences)
   reference length   1-10  char_accuracy = 0.2727  seq_accuracy = 0.1000  (3 sequences)
@@ -103,7 +102,7 @@ def test_babi_training_time_adds_up_over_invocations_and_earlier_seeds_count(tmp
     found = babi.finished_runs(args, {("set", "facts", "")})
     assert [r["seed"] for r in found] == [1, 2]
     # Read back from JSON, the tasks are numbers again: the table has every task's error, of the best seed.
-    table = babi.report(found, args, 60.0)
+    table = babi.train_report(found, args, 60.0)
     assert "| qa20 " in table and " nan |" not in table and " 2 (1) |" in table
     assert not babi.finished_runs(args, {("set", "concat", "")})
     # Runs with --hparams overrides are runs and columns of their own.
@@ -114,7 +113,7 @@ def test_babi_training_time_adds_up_over_invocations_and_earlier_seeds_count(tmp
     (changed / "result.json").write_text((tmp_path / "1k" / "set_facts_s2" / "result.json").read_text().replace(
         '"seed": 2', '"seed": 1, "hparams": "relu_dropout=0.3"'))
     assert [r["seed"] for r in babi.finished_runs(args, {("set", "facts", "relu_dropout=0.3")})] == [1]
-    both = babi.report(babi.finished_runs(args, {("set", "facts", ""), ("set", "facts", "relu_dropout=0.3")}), args, 1)
+    both = babi.train_report(babi.finished_runs(args, {("set", "facts", ""), ("set", "facts", "relu_dropout=0.3")}), args, 1)
     assert "`set` (facts, relu_dropout=0.3)" in both and " 2 (1) |" in both
     # Repeated --hparams: every model trains every variant (none given: the sets as they are).
     assert babi.planned_runs("a:facts,b:concat", ["", "relu_dropout=0.3"], "1") == [
@@ -130,7 +129,7 @@ def test_babi_training_time_adds_up_over_invocations_and_earlier_seeds_count(tmp
     assert babi.tasks_name(alone) == "single_task3" and babi.story_facts("facts", alone) == 130
     for run in found:
         run["test"], run["eval"] = {3: run["test"][3]}, {3: run["eval"][3]}
-    table = babi.report(found, alone, 60.0)
+    table = babi.train_report(found, alone, 60.0)
     assert "| qa3 " in table and "| qa2 " not in table and "Table 1" not in table
     assert "(1k, qa3 alone)" in table and "`babi_qa_<layout>_single_task3_1k`" in table and "last 130 facts" in table
 
@@ -149,7 +148,7 @@ def test_babi_fact_order_swaps_the_entities_of_relational_facts_and_measures_the
     from t2t_relpos.layers.fact_embedding import FactEmbedding  # pylint: disable=import-outside-toplevel
     from t2t_relpos.problems import babi_text  # pylint: disable=import-outside-toplevel
 
-    swap = babi_fact_order.swapped
+    swap = babi.swapped
     assert swap("The kitchen is north of the hallway .".split()) == tuple("The hallway is north of the kitchen .".split())
     assert swap("The triangle is to the left of the pink rectangle .".split()) == tuple(
         "The pink rectangle is to the left of the triangle .".split())
@@ -159,14 +158,14 @@ def test_babi_fact_order_swaps_the_entities_of_relational_facts_and_measures_the
     story = babi_text.Example(task=19, story_index=0, story=(facts[0], ("Mary", "went", "to", "the", "kitchen", "."),
                                                            facts[1], facts[0]), question=("Where", "is", "Mary", "?"),
                               answer="kitchen")
-    assert babi_fact_order.relational_facts([story]) == facts  # Distinct, in order; others left out.
-    assert babi_fact_order.labels(["r/10k/a_s1@12000", "r/10k/single_task17/b_s1", "r/10k/single_task19/b_s1/"]) == [
+    assert babi.relational_facts([story]) == facts  # Distinct, in order; others left out.
+    assert babi.run_labels(["r/10k/a_s1@12000", "r/10k/single_task17/b_s1", "r/10k/single_task19/b_s1/"]) == [
         "a_s1", "single_task17/b_s1", "single_task19/b_s1"]
     words = sorted({w for f in facts for w in f} | {"Mary", "Where", "?"})
     encoder = babi_text.BabiInputEncoder(words, "facts")
     for initializer, expected in (("ones", 1.0), ("position_encoding", None)):
         embed = FactEmbedding(encoder.vocab_size, 16, babi_text.FACT_WIDTH, mask_initializer=initializer)
-        similarity = babi_fact_order.swap_similarities(embed, encoder, facts)
+        similarity = babi.swap_similarities(embed, encoder, facts)
         if expected:  # A bag of words: the two facts are one vector.
             np.testing.assert_allclose(similarity, expected, rtol=1e-5)
         else:  # Masks that weigh positions apart tell them apart.
@@ -188,7 +187,7 @@ def test_babi_report_shows_the_kept_runs_validation_accuracy_and_ponder_time_by_
             for step in (500, 1000, 3500):
                 tf.summary.scalar("accuracy", accuracy * step / 3500, step=step)
                 tf.summary.scalar("encoder_ponder_time", 2.0 + seed, step=step)
-    table = babi.report(babi.finished_runs(args, {("ada", "facts", "act_type=basic")}), args, 1)
+    table = babi.train_report(babi.finished_runs(args, {("ada", "facts", "act_type=basic")}), args, 1)
     curves = {line.split("|")[2].strip(): [c.strip() for c in line.split("|")[3:-1]] for line in table.splitlines()
               if line.startswith("| `ada` (facts, act_type=basic), seed 2")}  # Only the kept seed's run.
     assert "step 500 | step 1000 | step 1500 | step 2000 | step 2500 | step 3000 | step 3500 | step 4000" in table
@@ -260,7 +259,7 @@ def test_babi_10k_takes_a_missing_training_file_from_the_1k_set(tmp_path):
     args.subset = "1k"
     assert babi.complete_data_dir(args) == (str(data), [])
     args.stand_ins = [3]
-    assert "taken from the 1k set instead: qa3." in babi.report([], types.SimpleNamespace(
+    assert "taken from the 1k set instead: qa3." in babi.train_report([], types.SimpleNamespace(
         **{**vars(args), "subset": "10k", "train_steps": 1, "jobs": 1}), 1.0)
 
 
@@ -333,7 +332,7 @@ def test_step_ratio_pairs_repetitions_and_reports_their_spread():
 
 
 def test_babi_hops_asks_qa16_with_fewer_lookups(tmp_path):
-    hops = _load("babi_hops")
+    hops = babi
     from t2t_relpos.problems import babi_text  # pylint: disable=import-outside-toplevel
 
     lines = ["1 Lily is a frog.", "2 Bernhard is a frog.", "3 Bernhard is green.", "4 Brian is a lion.",
