@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/length_generalisation.py [--tasks identity,reverse,addition]
         [--models transformer,transformer_rel,...] [--train_steps 3000] [--num_samples 200] [--report_only]
-        [--write]
+        [--write] [--record]
 
 Each (task, model) pair trains with `t2t-relpos-trainer` on decimal strings of length <= 40
 (`algorithmic_<task>_decimal40`) for the same number of steps, then `t2t-relpos-decoder --decode_split=eval`
@@ -11,7 +11,8 @@ sequence accuracy. Runs live in `--work_dir` (kept: a finished pair's `result.js
 samples match; an unfinished one resumes from its checkpoint). `--jobs 2` runs two pairs at once, each with
 TensorFlow on one thread (a core each on a two-core machine). `--report_only` trains nothing: it tabulates the
 pairs finished so far and names the others with their latest checkpoint's step (long runs span sessions). The paper's figures (Transformer and UT, trained far longer at base size) are printed
-beside ours.
+beside ours. `--record` appends every finished pair's accuracy by length bucket to
+benchmarks/results/length_generalisation.json, which `benchmarks/plots.py` draws.
 """
 
 import argparse
@@ -48,6 +49,11 @@ TRAIN_ACCURACY = re.compile(r"^step \d+/\d+\s+loss [0-9.e+-]+\s+accuracy ([0-9.]
 BUCKET = re.compile(r"^\s+reference length\s+(\d+-\d+)\s+char_accuracy = ([0-9.]+)\s+seq_accuracy = ([0-9.]+)", re.M)
 # Buckets shown beside the overall figures: inside the training lengths, and the longest.
 SHOWN_BUCKETS = ("11-40", "201-400")
+RESULTS_DESCRIPTION = (
+    "Length generalisation (Dehghani et al. 2018, Table 4 protocol): trained on decimal strings of length <= 40, "
+    "the first num_samples evaluation strings (length 1-400) decoded greedily; char and seq accuracy over all of "
+    "them and by reference-length bucket. Recorded by `benchmarks/length_generalisation.py --record`; rows copied "
+    "from the tables of benchmarks/README.md say `code as of <date>`, and have only the buckets those tables gave.")
 
 
 def length_buckets(text):
@@ -187,6 +193,21 @@ def report(results, args, seconds, unfinished=()):
             curve_table(list(results) + list(unfinished), args, _curve_steps(args.train_steps))])
 
 
+def record_rows(results, args):
+    """Rows of benchmarks/results/length_generalisation.json, one per finished pair: char and seq accuracy over all
+    the decoded strings and by reference-length bucket, with where they came from (`common.provenance`)."""
+    rows = []
+    for (task, model), (char, seq, took, ponder) in results.items():
+        train_accuracy = _training_accuracy(task, model, args)
+        rows.append({
+            "task": TASKS[task], "model": model, "hparams_set": MODELS[model], "train_steps": args.train_steps,
+            "num_samples": args.num_samples, "train_accuracy": float(train_accuracy) if train_accuracy else None,
+            "buckets": {name: {"char": c, "seq": q} for name, (c, q) in _buckets_of(task, model, args).items()},
+            "char_accuracy": char, "seq_accuracy": seq, "ponder_time": ponder, "minutes": round(took / 60, 1),
+            **common.provenance(seed=1)})
+    return rows
+
+
 def _curve_steps(train_steps):
     """The steps shown: every 500 up to 2000 (where the models differ), then about eight more to the end."""
     every = max(1000, train_steps // 8 // 1000 * 1000)
@@ -208,6 +229,8 @@ def main(argv=None):
                         "comparisons of their own get sections of their own, leaving the main table alone")
     parser.add_argument("--title", help="the section's heading (default: Length generalisation (UT paper, "
                         "Table 4 protocol))")
+    parser.add_argument("--record", action="store_true", help="append every finished pair's accuracy by length to "
+                        "benchmarks/results/length_generalisation.json (drawn by benchmarks/plots.py)")
     args = parser.parse_args(argv)
     os.makedirs(args.work_dir, exist_ok=True)
     began = time.perf_counter()
@@ -228,6 +251,8 @@ def main(argv=None):
     print(text)
     if args.write:
         common.replace_section(args.section, text)
+    if args.record and results:
+        common.record("length_generalisation", record_rows(results, args), description=RESULTS_DESCRIPTION)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Real translation at small scale: relative vs absolute positions on Multi30k English->German, through the CLIs.
 
-    .venv/bin/python benchmarks/translate_small.py [--steps 1500] [--rounds 2] [--write]
+    .venv/bin/python benchmarks/translate_small.py [--steps 1500] [--rounds 2] [--seed 1] [--write] [--record]
 
 The run goes the way a user's would, with `translate_local` (see problems/translate_local.py):
 
@@ -15,7 +15,9 @@ The run goes the way a user's would, with `translate_local` (see problems/transl
    (13a and intl tokenisation) against test_2016_flickr's references.
 
 Without the Multi30k files it prints why and exits 0. Work files go to --work_dir (benchmarks/runs/, ignored
-by git); --write records the table, the commands and the machine in benchmarks/README.md.
+by git; a run of `--seed` other than 1 in `<hparams set>_s<seed>`); --write records the table, the commands and the
+machine in benchmarks/README.md; --record appends each model's BLEU and figures, with its seed, to
+benchmarks/results/translate_small.json, which `benchmarks/plots.py` draws (every seed's point and their mean).
 """
 
 import argparse
@@ -36,6 +38,12 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(_HERE)
 DEFAULT_MULTI30K = os.path.normpath(os.path.join(REPO, "..", "shared", "data", "multi30k"))
 SPLIT_FILES = {"train": "train", "dev": "val", "test": "test_2016_flickr"}
+RESULTS_DESCRIPTION = (
+    "Multi30k English->German (task 1, raw, cased) through the CLIs: each hparams set trained for `steps` steps, "
+    "test_2016_flickr decoded with beam 4, alpha 0.6; sacreBLEU on detokenized output (bleu_13a: tok:13a, "
+    "bleu_intl: tok:intl), teacher-forced val loss and accuracy. One row per model and seed, recorded by "
+    "`benchmarks/translate_small.py --record`; rows copied from the tables of benchmarks/README.md say "
+    "`code as of <date>`.")
 TOOLS = {"t2t-relpos-datagen": "t2t_relpos.cli.datagen", "t2t-relpos-trainer": "t2t_relpos.cli.trainer",
          "t2t-relpos-decoder": "t2t_relpos.cli.decoder"}
 
@@ -131,12 +139,18 @@ def decode_test(args, output_dir, data_dir, log):
     return bleu_scores(output), seconds
 
 
+def run_dir(args, name):
+    """Where a model's run of `args.seed` lives: `<work_dir>/<name>` for seed 1 (the runs ablations.py reuses),
+    `<work_dir>/<name>_s<seed>` for the others."""
+    return os.path.join(args.work_dir, name if args.seed == 1 else f"{name}_s{args.seed}")
+
+
 def benchmark(args):
     log = []
     data_dir = prepare_data(args, log)
     results = {name: {"rates": [], "train_s": 0.0} for name in args.hparams_sets}
     for name in args.hparams_sets:
-        shutil.rmtree(os.path.join(args.work_dir, name), ignore_errors=True)
+        shutil.rmtree(run_dir(args, name), ignore_errors=True)
     chunk = -(-args.steps // args.rounds)
     for round_index in range(args.rounds):
         steps = min(args.steps, chunk * (round_index + 1))
@@ -144,15 +158,15 @@ def benchmark(args):
         for name in order:
             output, seconds = run_tool("t2t-relpos-trainer", [
                 "--problem=translate_local", f"--hparams_set={name}", f"--data_dir={data_dir}",
-                f"--output_dir={os.path.join(args.work_dir, name)}", f"--train_steps={steps}",
-                f"--checkpoint_every={chunk}", f"--eval_every={chunk}", f"--log_every={args.log_every}", "--seed=1"]
+                f"--output_dir={run_dir(args, name)}", f"--train_steps={steps}",
+                f"--checkpoint_every={chunk}", f"--eval_every={chunk}", f"--log_every={args.log_every}",
+                f"--seed={args.seed}"]
                 + ([f"--hparams={args.hparams}"] if args.hparams else []), log)
             results[name]["rates"] += tokens_per_second(output)
             results[name]["train_s"] += seconds
             results[name]["eval"] = final_eval(output)
     for name in args.hparams_sets:
-        results[name]["bleu"], results[name]["decode_s"] = decode_test(args, os.path.join(args.work_dir, name),
-                                                                       data_dir, log)
+        results[name]["bleu"], results[name]["decode_s"] = decode_test(args, run_dir(args, name), data_dir, log)
     return results, log
 
 
@@ -196,7 +210,7 @@ Machine: {common.machine_description()}.
 Multi30k task 1 (raw, cased): 29,000 training pairs, val (1,014) for teacher-forced evaluation, test_2016_flickr
 (1,000) decoded with beam {args.beam_size}, alpha {args.alpha}; a shared SentencePiece vocabulary of {args.vocab_size}
 pieces. Models: {"; ".join(describe(name, args.hparams) for name in results)}. The same {args.steps} steps
-and seed 1 for each, trained in {args.rounds} alternating chunks. tokens/s counts source + target tokens (no padding), median of the trainer's progress
+and seed {args.seed} for each, trained in {args.rounds} alternating chunks. tokens/s counts source + target tokens (no padding), median of the trainer's progress
 lines; the CPU is shared with other jobs, so treat throughput as indicative. BLEU: sacreBLEU on detokenized
 output, `{signature}` (and tok:intl).
 
@@ -215,6 +229,17 @@ equal steps, and how its throughput compares with the absolute one at equal sett
 fewer steps per second for relative positions on GPUs, at far larger widths where attention's share of the
 work differs).
 """
+
+
+def record_rows(args, results):
+    """Rows of benchmarks/results/translate_small.json, one per model, with where they came from."""
+    return [{"model": name, "hparams": args.hparams, "steps": args.steps, "rounds": args.rounds,
+             "bleu_13a": r["bleu"]["13a"][0], "bleu_intl": r["bleu"]["intl"][0], "signature": r["bleu"]["13a"][1],
+             "val_loss": r["eval"].get("loss"), "val_accuracy": r["eval"].get("accuracy"),
+             "train_wall_s": round(r["train_s"], 1),
+             "tokens_per_s": round(statistics.median(r["rates"])) if r["rates"] else None,
+             "decode_wall_s": round(r["decode_s"], 1), "decode_samples": args.decode_samples,
+             **common.provenance(seed=args.seed)} for name, r in results.items()]
 
 
 def add_shared_flags(parser, log_every):
@@ -238,6 +263,10 @@ def main():
     parser.add_argument("--hparams_sets", default="transformer_cpu_rel,transformer_cpu",
                         help="Comma-separated; the last one is the baseline of the throughput ratio.")
     parser.add_argument("--hparams", default="", help="Overrides for every set, e.g. batch_size=4096.")
+    parser.add_argument("--seed", type=int, default=1, help="The trainers' --seed (runs of seeds other than 1 live "
+                        "in <work_dir>/<hparams set>_s<seed>).")
+    parser.add_argument("--record", action="store_true", help="Append each model's BLEU and figures to "
+                        "benchmarks/results/translate_small.json (drawn by benchmarks/plots.py).")
     args = parser.parse_args()
     args.hparams_sets = [s for s in args.hparams_sets.split(",") if s]
     absent = missing_files(args.multi30k)
@@ -252,6 +281,8 @@ def main():
     if args.write:
         common.replace_section("translate_small", text)
         print(f"Wrote the results to {common.README}")
+    if args.record:
+        common.record("translate_small", record_rows(args, results), description=RESULTS_DESCRIPTION)
     return 0
 
 
