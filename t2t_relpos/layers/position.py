@@ -153,6 +153,7 @@ class PositionOffset(keras.layers.Layer):
     offset o shifts the signal: positions o, o + 1, ..., o + T - 1 instead of 0 .. T - 1.
 
     Kinds, with tensor2tensor's semantics (`add_position_timing_signal`):
+
         "none": o = 0.
         "random": o uniform in [0, max_offset), drawn anew at every call; `max_offset=None` draws from
             [0, T) with T the length of the call's (padded) input, tensor2tensor's range, which its authors
