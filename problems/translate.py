@@ -268,9 +268,9 @@ class TranslateProblem(problem.Problem):
             model = sentencepiece_vocab.train_sentencepiece(sentences, settings["vocab_size"], seed=settings["seed"])
         except ValueError as e:
             raise errors.DataError(f"{self.name}: {e} (set vocab_size in <tmp_dir>/{self.name}.json)") from None
-        with open(preparation.partial_path(path), "wb") as f:
-            f.write(model)
-        os.replace(preparation.partial_path(path), path)
+        with preparation.written(path, "the vocabulary") as partial:
+            with open(partial, "wb") as f:
+                f.write(model)
 
     def _write_ids(self, data_dir, splits):
         """Writes the ids shards of `splits` that are missing for the vocabulary; the examples encoded."""
@@ -382,16 +382,12 @@ def _training_records(paths, seed, num_shards, shard_index, cycle_length=16):
 
 
 def _read_json(path):
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    from t2t_relpos.data import preparation  # pylint: disable=import-outside-toplevel
+
+    return preparation.read_json(path, "the datagen record")
 
 
 def _write_json(path, value):
     from t2t_relpos.data import preparation  # pylint: disable=import-outside-toplevel
 
-    with open(preparation.partial_path(path), "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=2, ensure_ascii=False)
-        f.write("\n")
-    os.replace(preparation.partial_path(path), path)
+    preparation.write_json(path, value, "the datagen record")

@@ -5,7 +5,8 @@
     extract_members(path, archive, ["dev/newstest2013.de"], out_dir)   # -> {member: extracted path}
 
 Extraction streams through the archive once and writes each wanted member under a temporary name, renamed
-when complete; members already extracted are not extracted again (nor is the archive re-hashed).
+when complete (a failure, such as a full disk, removes it); members already extracted are not extracted again
+(nor is the archive re-hashed).
 """
 
 import dataclasses
@@ -15,6 +16,7 @@ import shutil
 import tarfile
 
 from t2t_relpos import errors
+from t2t_relpos import files
 from t2t_relpos.data import preparation
 
 
@@ -42,9 +44,12 @@ def check_checksum(path, archive):
     """A `DataError` unless `path` has the archive's size and SHA-256 (reads the whole file)."""
     check_size(path, archive)
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as e:
+        raise preparation.read_error(e, "the archive", path) from None
     if digest.hexdigest() != archive.sha256:
         raise errors.DataError(f"{path} has SHA-256 {digest.hexdigest()}, the original {archive.filename} has "
                                f"{archive.sha256}; get it again from {archive.url}")
@@ -71,11 +76,13 @@ def extract_members(path, archive, members, out_dir):
         for info in tar:
             name = info.name[2:] if info.name.startswith("./") else info.name
             if name in wanted and info.isfile():
-                os.makedirs(os.path.dirname(targets[name]), exist_ok=True)
-                partial = preparation.partial_path(targets[name])
-                with tar.extractfile(info) as source, open(partial, "wb") as sink:
-                    shutil.copyfileobj(source, sink, 1 << 20)
-                os.replace(partial, targets[name])
+                try:
+                    os.makedirs(os.path.dirname(targets[name]), exist_ok=True)
+                except OSError as e:
+                    raise files.storage_error(e, f"{name} of {archive.filename}", targets[name]) from None
+                with preparation.written(targets[name], f"{name} of {archive.filename}") as partial:
+                    with tar.extractfile(info) as source, open(partial, "wb") as sink:
+                        shutil.copyfileobj(source, sink, 1 << 20)
                 wanted.discard(name)
                 if not wanted:
                     break

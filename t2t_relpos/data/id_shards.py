@@ -20,7 +20,6 @@ first): encoding is quick beside preparing the text (about 15k pairs per second)
 
 import glob
 import hashlib
-import json
 import os
 
 import tensorflow as tf
@@ -74,9 +73,8 @@ def usable_paths(data_dir, name, split, digest):
     text = shards.load_manifest(data_dir, name, split)
     if text is None or not os.path.isfile(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        manifest = json.load(f)
-    if manifest.get("format") != _FORMAT or manifest.get("vocab_sha256") != digest:
+    manifest = preparation.read_json(path, f"the ids manifest of {name}'s {split} split")
+    if manifest is None or manifest.get("format") != _FORMAT or manifest.get("vocab_sha256") != digest:
         return None
     if [(s["examples"], s.get("text")) for s in manifest["shards"]] != [
             (s["examples"], text_fingerprint(os.path.join(data_dir, s["file"]))) for s in text["shards"]]:
@@ -102,7 +100,7 @@ def write_split(data_dir, name, split, encode, digest):
     # Ids without a matching manifest belong to another vocabulary, to text shards since rewritten, or to an
     # interrupted run: none can be trusted, so the split is encoded again from its text.
     for stale in glob.glob(os.path.join(glob.escape(data_dir), f"{name}-{split}-*.ids-*.tfrecord")):
-        os.remove(stale)
+        preparation.remove(stale, "an ids shard of another vocabulary or text")
     text = shards.load_manifest(data_dir, name, split)
     entries, encoded = [], 0
     for shard in text["shards"]:
@@ -112,20 +110,16 @@ def write_split(data_dir, name, split, encode, digest):
         entries.append({"file": os.path.basename(target), "examples": shard["examples"],
                         "text": text_fingerprint(source)})
     manifest = {"format": _FORMAT, "vocab_sha256": digest, "examples": text["examples"], "shards": entries}
-    partial = preparation.partial_path(manifest_path(data_dir, name, split))
-    with open(partial, "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=1)
-        f.write("\n")
-    os.replace(partial, manifest_path(data_dir, name, split))
+    preparation.write_json(manifest_path(data_dir, name, split), manifest,
+                           f"the ids manifest of {name}'s {split} split")
     return encoded
 
 
 def _write_shard(source, target, encode):
     batches = shards.parse_pair_batches(tf.data.TFRecordDataset(source)).map(
         encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(2)  # Beside the writing.
-    partial = preparation.partial_path(target)
     count = 0
-    with tf.io.TFRecordWriter(partial) as writer:
+    with preparation.written(target, "an ids shard") as partial, tf.io.TFRecordWriter(partial) as writer:
         for batch in batches:
             rows = {key: (batch[key].flat_values.numpy().tolist(), batch[key].row_splits.numpy().tolist())
                     for key in _FEATURES}
@@ -134,7 +128,6 @@ def _write_shard(source, target, encode):
                            for key, (values, splits) in rows.items()}
                 writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
                 count += 1
-    os.replace(partial, target)
     return count
 
 

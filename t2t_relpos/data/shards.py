@@ -17,7 +17,6 @@ for one vocabulary, written once, so that training does not tokenise.
 """
 
 import itertools
-import json
 import os
 import random
 
@@ -41,11 +40,7 @@ def manifest_path(data_dir, name, split):
 
 def load_manifest(data_dir, name, split):
     """The manifest of a finished split (a dict), or None if the split is not (completely) written."""
-    path = manifest_path(data_dir, name, split)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return preparation.read_json(manifest_path(data_dir, name, split), f"the manifest of {name}'s {split} split")
 
 
 def _serialize(source, target):
@@ -55,11 +50,10 @@ def _serialize(source, target):
 
 
 def _write_shard(path, pairs):
-    partial = preparation.partial_path(path)
-    with tf.io.TFRecordWriter(partial) as writer:
-        for source, target in pairs:
-            writer.write(_serialize(source, target))
-    os.replace(partial, path)
+    with preparation.written(path, "a shard") as partial:
+        with tf.io.TFRecordWriter(partial) as writer:
+            for source, target in pairs:
+                writer.write(_serialize(source, target))
 
 
 def write_split(pairs, data_dir, name, split, examples_per_shard, shuffle_seed=None, description=""):
@@ -108,11 +102,7 @@ def write_split(pairs, data_dir, name, split, examples_per_shard, shuffle_seed=N
         raise errors.DataError(f"{name}: the {split} data ({description or 'no source'}) has no sentence pairs")
     manifest = {"format": _FORMAT, "problem": name, "split": split, "examples": total, "shards": shards,
                 "source": description}
-    path = manifest_path(data_dir, name, split)
-    with open(preparation.partial_path(path), "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=2, ensure_ascii=False)
-        f.write("\n")
-    os.replace(preparation.partial_path(path), path)
+    preparation.write_json(manifest_path(data_dir, name, split), manifest, f"the manifest of {name}'s {split} split")
     return manifest
 
 

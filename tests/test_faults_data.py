@@ -1,0 +1,185 @@
+"""Data preparation under faults (issue 46): datagen killed and rerun on changed raw data, a full disk, a read-only
+or misnamed --data_dir, damaged corpora and bAbI files, an unreadable vocabulary or data directory, lines too long
+for SentencePiece. Each ends in one clear line (or, where nothing needs writing, in success), never in a traceback
+or in data silently mixed or half-made.
+
+CI runs as root, for whom `chmod` makes nothing unreadable or read-only: the faults are injected where the data
+code meets the system (a write redirected to /dev/full, which fails with ENOSPC as a full disk does; errors that
+a read-only file system or a missing permission gives, raised by the call that would meet them).
+"""
+
+import builtins
+import errno
+import json
+import os
+
+import pytest
+import tensorflow as tf
+
+from t2t_relpos import registry
+from t2t_relpos.data import id_shards
+from t2t_relpos.data import preparation
+from t2t_relpos.data import shards
+
+import translation_data as data
+from test_cli import assert_usage_error, call_tool
+
+NAME = "translate_local"
+SETTINGS = {"vocab_size": 400, "examples_per_shard": 20}
+
+
+def make_raw(directory, train=None):
+    """Tiny translate_local raw data: 60 training pairs (3 shards of 20), 4 dev pairs in a TSV file."""
+    train = train or data.pairs(60, seed=1)
+    data.write_lines(directory / "train.src", [s for s, _ in train])
+    data.write_lines(directory / "train.tgt", [t for _, t in train])
+    data.write_lines(directory / "dev.tsv", [f"{s}\t{t}" for s, t in data.pairs(4, seed=2)])
+    (directory / "translate_local.json").write_text(json.dumps(SETTINGS))
+    return train
+
+
+def datagen(data_dir, raw):
+    return call_tool("t2t-relpos-datagen", f"--problem={NAME}", f"--data_dir={data_dir}", f"--tmp_dir={raw}")
+
+
+def assert_one_line(result, *fragments):
+    """Status 2 and one `error:` line, the last, holding `fragments` (progress lines may come before it)."""
+    assert_usage_error(result)
+    lines = result.stderr.strip().splitlines()
+    assert [line for line in lines if "error:" in line] == lines[-1:], result.stderr
+    for fragment in fragments:
+        assert fragment in lines[-1], result.stderr
+
+
+def partial_files(directory):
+    return [n for n in os.listdir(directory) if preparation.PARTIAL in n or ".partial" in n]
+
+
+def split_pairs(data_dir, split="train"):
+    manifest = shards.load_manifest(str(data_dir), NAME, split)
+    return [pair for shard in manifest["shards"] for pair in shards.read_pairs(os.path.join(data_dir, shard["file"]))]
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    raw, data_dir = tmp_path_factory.mktemp("raw"), tmp_path_factory.mktemp("data")
+    make_raw(raw)
+    registry.problem(NAME).generate_data(str(data_dir), str(raw))
+    return data_dir, raw
+
+
+# -- faults injected ------------------------------------------------------------------------------------------
+def _under(directory):
+    root = os.path.abspath(directory) + os.sep
+    return lambda path: isinstance(path, (str, os.PathLike)) and os.path.abspath(os.fspath(path)).startswith(root)
+
+
+def _writing(mode):
+    return any(c in mode for c in "wax+")
+
+
+def fill_disk(monkeypatch, chosen):
+    """Writes to the files `chosen(path)` picks go to /dev/full, which fails them with ENOSPC as a full disk
+    does: Python's `open` for writing and TensorFlow's `TFRecordWriter` (its ResourceExhaustedError)."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here to fail writes with ENOSPC")
+    real_open, real_writer = builtins.open, tf.io.TFRecordWriter
+
+    def open_(file, mode="r", *args, **kwargs):
+        return real_open("/dev/full" if _writing(mode) and chosen(file) else file, mode, *args, **kwargs)
+
+    def writer(path, *args, **kwargs):
+        return real_writer("/dev/full" if chosen(path) else path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", open_)
+    monkeypatch.setattr(tf.io, "TFRecordWriter", writer)
+
+
+def make_read_only(monkeypatch, directory):
+    """Every call that would create, change or remove a file in `directory` fails as on a read-only file system
+    (EROFS; TensorFlow's writer with its PermissionDeniedError); reading works."""
+    inside = _under(directory)
+    real = {name: getattr(os, name) for name in ("open", "remove", "replace", "rename", "mkdir", "unlink")}
+    real_open, real_writer = builtins.open, tf.io.TFRecordWriter
+
+    def refuse(path):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fspath(path))
+
+    def os_open(path, flags, *args, **kwargs):
+        if inside(path) and flags & (os.O_CREAT | os.O_WRONLY | os.O_RDWR | os.O_TRUNC):
+            refuse(path)
+        return real["open"](path, flags, *args, **kwargs)
+
+    def changing(name):
+        def call(path, *args, **kwargs):
+            if inside(path) or (args and inside(args[0])):
+                refuse(path)
+            return real[name](path, *args, **kwargs)
+        return call
+
+    def open_(file, mode="r", *args, **kwargs):
+        if _writing(mode) and inside(file):
+            refuse(file)
+        return real_open(file, mode, *args, **kwargs)
+
+    def writer(path, *args, **kwargs):
+        if inside(path):
+            raise tf.errors.PermissionDeniedError(None, None, f"{path}; Read-only file system")
+        return real_writer(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", os_open)
+    for name in ("remove", "replace", "rename", "mkdir", "unlink"):
+        monkeypatch.setattr(os, name, changing(name))
+    monkeypatch.setattr(builtins, "open", open_)
+    monkeypatch.setattr(tf.io, "TFRecordWriter", writer)
+
+
+# -- case 7: a full disk ----------------------------------------------------------------------------------------
+def test_a_full_disk_is_one_line_leaves_nothing_half_made_and_the_rerun_works(tmp_path, monkeypatch):
+    """Each kind of file datagen writes meets a full disk in turn (a text shard and an ids shard through
+    TensorFlow's writer, a manifest, the vocabulary): one line naming it, no partial file, nothing under its final
+    name; the next run resumes."""
+    raw, data_dir = tmp_path / "raw", tmp_path / "data"
+    train = make_raw(raw)
+    failures = [(f"{NAME}-train-00002.tfrecord", "a shard"),
+                (f"{NAME}-train.json", f"the manifest of {NAME}'s train split"),
+                (f"{NAME}.sentencepiece.model", "the vocabulary"),
+                (f"{NAME}-train-00001.ids-", "an ids shard")]
+    for name, what in failures:
+        monkeypatch.undo()
+        fill_disk(monkeypatch, lambda path, name=name: os.path.basename(os.fspath(path)).startswith(name))
+        result = datagen(data_dir, raw)
+        assert_one_line(result, f"cannot write {what} to {data_dir / name}", "no space left on the device")
+        assert not partial_files(data_dir), os.listdir(data_dir)
+        assert not [n for n in os.listdir(data_dir) if n.startswith(name)], os.listdir(data_dir)
+    monkeypatch.undo()
+    result = datagen(data_dir, raw)
+    assert result.returncode == 0 and "writing the train, eval pairs as ids" in result.stderr, result.stderr
+    assert sorted(split_pairs(data_dir)) == sorted(train)
+    digest = id_shards.vocab_digest(str(data_dir / f"{NAME}.sentencepiece.model"))
+    assert id_shards.usable_paths(str(data_dir), NAME, "train", digest)
+    assert sum(1 for _ in registry.problem(NAME).dataset("eval", str(data_dir))) == 4
+
+
+# -- case 8: a read-only --data_dir ------------------------------------------------------------------------------
+def test_datagen_on_prepared_read_only_data_succeeds_and_on_unprepared_says_why_not(prepared, tmp_path,
+                                                                                      monkeypatch):
+    """A read-only --data_dir (a shared copy mounted read-only, --generate_data on every worker): when everything
+    is prepared there is nothing to write and nothing to refuse; otherwise the first file to write is one line.
+    Before, the datagen lock's file was an OSError traceback either way."""
+    data_dir, raw = prepared
+    make_read_only(monkeypatch, data_dir)
+    result = datagen(data_dir, raw)
+    assert result.returncode == 0 and "data already prepared" in result.stderr, result.stderr
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    make_read_only(monkeypatch, empty)
+    assert_one_line(datagen(empty, raw), f"cannot write the datagen record to {empty / NAME}.datagen.json: "
+                                         "read-only file system")
+
+
+# -- case 9: --data_dir names a file -----------------------------------------------------------------------------
+def test_a_data_dir_that_is_a_file_is_one_line(tmp_path):
+    (tmp_path / "file").write_text("not a directory\n")
+    assert_one_line(datagen(tmp_path / "file", tmp_path), f"--data_dir={tmp_path / 'file'} is a file, not a directory")
