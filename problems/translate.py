@@ -23,11 +23,14 @@ vocabulary, both sides used), `examples_per_shard` (training pairs per shard) an
 in `<data_dir>/<name>.datagen.json`; resuming with different ones is an error. So are raw files that changed
 since their split was prepared (each file's size and SHA-256, of its first and last MiB where it is larger than
 16 MiB, are recorded there too): the shards would otherwise hold the old text without a word. A split whose
-raw data appeared since (a test set added later) is prepared on the next run, with the vocabulary as it is.
+raw data appeared since (a test set added later) is prepared on the next run, with the vocabulary as it is. A
+split that an interrupted run began from other raw files than there are now is prepared again from the start
+(the shards it wrote are removed), never resumed with shards of both.
 """
 
 import abc
 import dataclasses
+import glob
 import hashlib
 import json
 import os
@@ -186,6 +189,9 @@ class TranslateProblem(problem.Problem):
             raise errors.DataError(f"{self.name}: no training data found in {tmp_dir}")
         os.makedirs(data_dir, exist_ok=True)
         fingerprints = {**recorded, **now, **{s: sources[s].fingerprint() for s in sources if s not in now}}
+        for split in todo:  # Before the record takes the new fingerprints: a kill in between must not hide them.
+            if split in sources:
+                self._discard_if_changed(data_dir, split, sources[split], recorded.get(split), fingerprints[split])
         _write_json(self._record_path(data_dir), {
             "settings": {k: settings[k] for k in SETTINGS}, "splits": splits,
             "sources": {s: f for s, f in fingerprints.items() if f and s in splits}})
@@ -229,6 +235,25 @@ class TranslateProblem(problem.Problem):
                     f"{data_dir} holds {self.name}'s {split} split prepared from other raw data than {tmp_dir} has "
                     f"now ({source.description} changed); use another --data_dir, or delete its {self.name}* "
                     "files to prepare them again")
+
+    def _discard_if_changed(self, data_dir, split, source, recorded, now):
+        """Removes the shards an interrupted datagen wrote of an unfinished `split` unless its raw files are those
+        it began from (`recorded`, in `<name>.datagen.json`): resuming would add shards of the new text to those
+        of the old (a kill, then train.src and train.tgt swapped: shards 0-1 English->German, 2-5 the reverse).
+        Without a recorded fingerprint nothing tells what they were made from, so they go as well."""
+        from t2t_relpos.data import preparation  # pylint: disable=import-outside-toplevel
+
+        if now is None or recorded == now:  # Unchanged, or raw data without files (a tensorflow-datasets build).
+            return
+        shard = f"{glob.escape(self.name)}-{split}-{'[0-9]' * 5}*.tfrecord"  # Text and ids shards.
+        begun = sorted(glob.glob(os.path.join(glob.escape(data_dir), shard)))
+        if not begun:
+            return
+        print(f"{self.name}: the {split} raw data ({source.description}) is not what an interrupted datagen began "
+              f"the {split} split from; preparing it again from the start ({len(begun)} shard files removed)",
+              file=sys.stderr, flush=True)
+        for path in begun:
+            preparation.remove(path, "a shard of an interrupted datagen")
 
     def _write_split(self, data_dir, split, source, settings):
         from t2t_relpos.data import shards  # pylint: disable=import-outside-toplevel

@@ -134,6 +134,38 @@ def make_read_only(monkeypatch, directory):
     monkeypatch.setattr(tf.io, "TFRecordWriter", writer)
 
 
+# -- case 2: killed, raw data changed, rerun --------------------------------------------------------------------
+def test_a_split_begun_from_other_raw_data_is_prepared_again_not_mixed(tmp_path, monkeypatch):
+    """A datagen killed after 2 of the 3 training shards, the raw files then swapped (German -> English) and
+    datagen run again: before, shards 0-1 stayed English -> German, shard 2 was German -> English, the record took
+    the new fingerprints, exit 0."""
+    raw, data_dir = tmp_path / "raw", tmp_path / "data"
+    train = make_raw(raw)
+    write_shard = shards._write_shard  # pylint: disable=protected-access
+
+    def killed_at_the_third(path, pairs):
+        if path.endswith("-00002.tfrecord"):
+            raise KeyboardInterrupt  # As a kill would end it: the first two shards are done.
+        write_shard(path, pairs)
+
+    monkeypatch.setattr(shards, "_write_shard", killed_at_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        preparation.prepare(registry.problem(NAME), str(data_dir), str(raw))
+    monkeypatch.undo()
+    assert os.path.isfile(data_dir / f"{NAME}-train-00001.tfrecord")
+
+    os.rename(raw / "train.src", raw / "swap")
+    os.rename(raw / "train.tgt", raw / "train.src")
+    os.rename(raw / "swap", raw / "train.tgt")
+    result = datagen(data_dir, raw)
+    assert result.returncode == 0, result.stderr
+    assert "preparing it again from the start (2 shard files removed)" in result.stderr, result.stderr
+    assert sorted(split_pairs(data_dir)) == sorted((target, source) for source, target in train)
+    record = json.loads((data_dir / f"{NAME}.datagen.json").read_text())
+    source = registry.problem(NAME).raw_sources(str(raw), ["train"], SETTINGS)["train"]
+    assert record["sources"]["train"] == source.fingerprint()
+
+
 # -- case 7: a full disk ----------------------------------------------------------------------------------------
 def test_a_full_disk_is_one_line_leaves_nothing_half_made_and_the_rerun_works(tmp_path, monkeypatch):
     """Each kind of file datagen writes meets a full disk in turn (a text shard and an ids shard through
