@@ -119,11 +119,12 @@ PAPER = {
     "10k": {"Transformer": (22.1, 12), "Universal Transformer": (0.47, 0), "Adaptive UT": (0.29, 0)},
 }
 # Appendix E of Dehghani et al. (2018, arXiv:1807.03819v3): the adaptive UT's test error (%) of qa1 ... qa20 in
-# joint training, its best of 10 seeds per task (means 0.29 and 7.78; Table 1 gives 7.85 for 1k).
+# joint training, its best of 10 seeds per task, and the mean printed there (Table 1 gives 7.85 for 1k).
 PAPER_TASKS = {
     "10k": (0.0, 0.0, 1.2, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.2, 0.2, 0.0, 3.1, 0.0),
     "1k": (0.0, 0.5, 5.4, 0.0, 0.5, 0.5, 3.2, 1.6, 0.2, 0.4, 0.1, 0.0, 0.6, 3.8, 5.9, 15.4, 42.9, 4.1, 68.2, 2.4),
 }
+PAPER_TASKS_MEAN = {"10k": 0.29, "1k": 7.78}
 FAILED_ERROR = 5.0  # % error above which a task counts as failed (the paper's Table 1).
 LEARNED = FAILED_ERROR  # % validation error: a task at or below it (not failed) counts as learned.
 TASK_ERROR = re.compile(r"^\s+qa(\d+)\s+accuracy = [0-9.]+\s+error = ([0-9.]+)%", re.M)
@@ -216,7 +217,8 @@ def complete_data_dir(args):
 
     if args.subset == "1k":
         return args.data_dir, []
-    missing = [task for task in babi_text.TASKS if babi_text.task_file(args.data_dir, args.subset, task, "train") is None
+    missing = [task for task in babi_text.TASKS
+               if babi_text.task_file(args.data_dir, args.subset, task, "train") is None
                and babi_text.task_file(args.data_dir, "1k", task, "train") is not None]
     if not missing:
         return args.data_dir, []
@@ -358,7 +360,8 @@ def validation_curves(best, args):
 
 
 def checkpoint_steps(run_dir, train_steps, count=8):
-    """About `count` evenly spaced steps up to `train_steps` at which `run_dir` keeps a checkpoint, the last included."""
+    """About `count` evenly spaced steps up to `train_steps` at which `run_dir` keeps a checkpoint, the last
+    included."""
     kept = sorted(int(m.group(1)) for m in (re.fullmatch(r"ckpt-(\d+)\.index", name) for name in os.listdir(run_dir))
                   if m and int(m.group(1)) <= train_steps)
     if not kept:
@@ -472,7 +475,8 @@ def train_report(results, args, seconds):
         "with ACT, mean ponder time by step, of the runs above:", "",
         validation_curves(best, args), *([
             "", "Validation error (%) per task by checkpoint (the decoder on the held-out questions at each saved "
-            "step; the tasks above 5% at some step):", "", *task_curves(best, args)] if getattr(args, "task_curves", False) else [])])
+            "step; the tasks above 5% at some step):", "", *task_curves(best, args)]
+            if getattr(args, "task_curves", False) else [])])
 
 
 def train_command(args):
@@ -796,7 +800,8 @@ def fact_order_measure(run, data_dir):
 
     run_dir, _, step = run.partition("@")
     model, problem, _, path = runs.load(run_dir, step and os.path.join(run_dir, f"ckpt-{step}"), data_dir)
-    embed = next(layer for layer in model._flatten_layers() if isinstance(layer, FactEmbedding))  # pylint: disable=protected-access
+    embed = next(layer for layer in model._flatten_layers()  # pylint: disable=protected-access
+                 if isinstance(layer, FactEmbedding))
     encoder = problem.feature_encoders(data_dir)["inputs"]
     result = {}
     for task in RELATION_TASKS:

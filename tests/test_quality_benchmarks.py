@@ -196,7 +196,7 @@ def test_babi_report_shows_the_kept_runs_validation_accuracy_and_ponder_time_by_
     assert "seed 1" not in table and table.startswith("## ACT types\n")
 
 
-def test_length_generalisation_report_only_trains_nothing_and_names_unfinished_pairs(tmp_path, capsys):
+def test_length_generalisation_report_only_trains_nothing_and_names_unfinished_pairs(tmp_path, capsys, monkeypatch):
     done = tmp_path / "identity_transformer_rel"
     done.mkdir()
     (done / "result.json").write_text(json.dumps({"setting": {"train_steps": 10000, "num_samples": 100},
@@ -218,9 +218,17 @@ def test_length_generalisation_report_only_trains_nothing_and_names_unfinished_p
             tf.summary.scalar("accuracy", accuracy, step=step)
             tf.summary.scalar("loss", 9.0, step=step)
     argv = ["--tasks", "identity,reverse", "--models", "transformer_rel,universal_transformer_rel",
-            "--train_steps", "10000", "--num_samples", "100", "--work_dir", str(tmp_path), "--report_only"]
+            "--train_steps", "10000", "--num_samples", "100", "--work_dir", str(tmp_path), "--report_only", "--record"]
+    monkeypatch.setattr(length_generalisation.common, "RESULTS", str(tmp_path / "results"))
     assert length_generalisation.main(argv) == 0
     table = capsys.readouterr().out
+    # --record: the finished pair's accuracy by length (every bucket of its decoder report), for benchmarks/plots.py.
+    (row,) = length_generalisation.common.read_results("length_generalisation")["rows"]
+    assert (row["task"], row["model"], row["train_steps"], row["seed"]) == ("copy", "transformer_rel", 10000, 1)
+    assert row["buckets"] == {"1-10": {"char": 0.2727, "seq": 0.1}, "11-40": {"char": 0.1399, "seq": 0.0},
+                              "201-400": {"char": 0.0148, "seq": 0.0}}
+    assert (row["char_accuracy"], row["seq_accuracy"], row["train_accuracy"], row["minutes"]) == (0.205, 0.16, 1.0, 44.1)
+    assert row["date"] and row["code"] and row["command"] and row["machine"]
     results, curves = table.split("Not finished")
     rows = [line for line in results.splitlines() if line.startswith("| copy") or line.startswith("| reverse")]
     assert len(rows) == 1  # The finished pair only: training accuracy, 11-40, 201-400, char, seq, the paper's.
@@ -351,3 +359,49 @@ def test_babi_hops_asks_qa16_with_fewer_lookups(tmp_path):
     assert [(e.story, e.question, e.answer) for e in again] == [
         (first.story, ("What", "color", "is", "frog", "?"), "green"), (second.story, hops.rewrite(second, 1).question,
                                                                         "white")]
+
+
+def test_the_plots_render_from_the_results_files_every_seed_and_the_best_runs(tmp_path, capsys):
+    """benchmarks/plots.py draws the report's three PNGs from tiny results files; what it picks to draw."""
+    plots = _load("plots")
+    common = plots.common
+    results, out = str(tmp_path / "results"), str(tmp_path / "out")
+    errors = {f"qa{t}": float(t) for t in range(1, 21)}
+
+    def bleu(model, seed, score, date):
+        return {"model": model, "steps": 1500, "bleu_13a": score, "seed": seed, "date": date, "code": "abc1234"}
+
+    # Rows are appended (what --record does): a later seed joins the earlier rows, which are kept.
+    common.record("translate_small", [bleu("rel", 1, 31.0, "2026-11-21"), bleu("abs", 1, 24.9, "2026-11-21")],
+                  results)
+    common.record("translate_small", [bleu("rel", 2, 29.0, "2026-11-28"), bleu("rel", 3, 28.0, "2026-11-28")],
+                  results)
+    rows = common.read_results("translate_small", results)["rows"]
+    assert plots.bleu_groups(rows) == {"rel": {"2026-11-21": [31.0], "2026-11-28": [29.0, 28.0]},
+                                       "abs": {"2026-11-21": [24.9]}}
+    babi_rows = [dict(subset="1k", protocol="joint", model="ut", hparams="", train_steps=8000, seed=s,
+                      date="2026-11-24", test_error=errors, mean_error=mean, failed=15)
+                 for s, mean in ((1, 12.0), (2, 10.5))]
+    babi_rows += [dict(babi_rows[0], subset="10k", protocol="curriculum", mean_error=0.6),
+                  dict(babi_rows[0], subset="10k", protocol="single_task17", mean_error=0.1,
+                       test_error={"qa17": 0.1})]
+    common.record("babi", babi_rows, results)
+    assert [r["seed"] for r in plots.best_babi_rows(babi_rows, "1k")] == [2]  # The lowest mean test error.
+    assert [r["protocol"] for r in plots.best_babi_rows(babi_rows, "10k")] == ["curriculum"]  # Not single tasks.
+    lengths = [{"task": "copy", "model": "transformer_rel", "train_steps": steps, "seed": 1, "date": date,
+                "buckets": {"11-40": {"char": 1.0, "seq": 0.9}, "201-400": {"char": char}}}
+               for steps, char, date in ((1000, 0.1, "2026-11-23"), (10000, 0.2, "2026-11-25"),
+                                         (10000, 0.3, "2026-11-26"))]
+    common.record("length_generalisation", lengths, results)
+    assert plots.length_rows(lengths) == [lengths[2]]  # The most steps, the newest row.
+    assert plots.date_range(lengths) == "2026-11-23 to 2026-11-26"
+
+    assert plots.main(["--results_dir", results, "--out_dir", out]) == 0
+    for name in ("length_generalisation.png", "babi_tasks.png", "translation_bleu.png"):
+        with open(os.path.join(out, name), "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n", name
+    # A results file that is not there: one line, status 2, nothing drawn.
+    capsys.readouterr()
+    assert plots.main(["--only", "babi", "--results_dir", str(tmp_path / "none"), "--out_dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("plots: error: no babi.json in ")
+    assert not os.path.exists(tmp_path / "babi_tasks.png")

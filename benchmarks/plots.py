@@ -1,0 +1,264 @@
+"""The benchmark report's plots of quality, drawn from the results files under benchmarks/results/.
+
+    .venv/bin/python benchmarks/plots.py [--only length_generalisation,babi,translate_small]
+        [--results_dir benchmarks/results] [--out_dir benchmarks]
+
+The scripts append their rows to those files with `--record` (`length_generalisation.py`, `babi.py train` and
+`curriculum`, `babi_accelerator.py report`, `translate_small.py`); this draws, from whatever rows are there:
+
+- `length_generalisation.png`: char accuracy (solid) and sequence accuracy (dashed, where recorded) by reference
+  length, one panel per task and one line per model, of the runs with the most training steps (the newest row of
+  each pair); the paper's Table 4 figures at length 400 as black stars; chance (0.1) and the training lengths marked.
+- `babi_tasks.png`: test error per task, one panel per subset (1k, 10k): our best recorded run (lowest mean test
+  error) of each protocol (joint training; the curriculum, which is not the paper's protocol) beside the paper's
+  adaptive UT (Appendix E, best of 10 seeds per task), drawn hatched in black.
+- `translation_bleu.png`: BLEU (sacreBLEU, 13a) per model on Multi30k, a point per recorded seed and a bar at
+  their mean, the runs of each date side by side (so a re-run on later code stands apart from the old one).
+
+Each title gives the dates of the rows it draws. attention.png and decoding.png are drawn by attention.py and
+decoding.py from their own measurements.
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import babi  # noqa: E402  pylint: disable=wrong-import-position
+import common  # noqa: E402  pylint: disable=wrong-import-position
+import length_generalisation  # noqa: E402  pylint: disable=wrong-import-position
+
+BUCKETS = ("1-10", "11-40", "41-100", "101-200", "201-400")  # The decoder's reference-length buckets.
+# One hue per architecture, darker with relative positions (drawn with circles; sinusoids with squares).
+MODEL_COLOURS = {"transformer": "#6baed6", "transformer_rel": "#08519c", "universal_transformer": "#fd8d3c",
+                 "universal_transformer_rel": "#a63603", "adaptive_universal_transformer": "#74c476",
+                 "adaptive_universal_transformer_rel": "#006d2c"}
+TRAINING_BUCKETS = ("1-10", "11-40")  # Inside the training lengths (<= 40).
+CHANCE = 0.1  # Char accuracy of a random decimal digit.
+
+
+def _pyplot():
+    import matplotlib  # pylint: disable=import-outside-toplevel
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+
+    return plt
+
+
+def date_range(rows):
+    """"2026-11-21" or "2026-11-21 to 2026-11-26": the dates of `rows`."""
+    dates = sorted({row["date"] for row in rows})
+    return dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+
+
+def _save(fig, path):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    _pyplot().close(fig)
+    print(f"Wrote {path}")
+
+
+# -- length generalisation ----------------------------------------------------------------------------------
+def length_rows(rows):
+    """The newest row of each (task, model) among the rows with the most training steps."""
+    most = max(row["train_steps"] for row in rows)
+    newest = {}
+    for row in rows:
+        if row["train_steps"] == most:
+            newest[row["task"], row["model"]] = row  # Rows are appended in time order: the last one wins.
+    return list(newest.values())
+
+
+def plot_length_generalisation(results, path):
+    plt = _pyplot()
+    rows = length_rows(results["rows"])
+    tasks = list(dict.fromkeys(row["task"] for row in rows))
+    buckets = [b for b in BUCKETS if any(b in row["buckets"] for row in rows)]
+    x = {bucket: i for i, bucket in enumerate(buckets)}
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 4.6), sharey=True, squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        inside = [x[b] for b in TRAINING_BUCKETS if b in x]
+        if inside:
+            ax.axvspan(min(inside) - 0.4, max(inside) + 0.4, color="0.93", zorder=0)
+            ax.text(max(inside) + 0.35, 0.02, "training lengths", ha="right", fontsize=8, color="0.4")
+        ax.axhline(CHANCE, color="0.5", linestyle=":", linewidth=1)
+        ax.text(len(buckets) / 2 - 0.5, CHANCE + 0.015, "chance (char)", ha="center", fontsize=8, color="0.4")
+        for row in (r for r in rows if r["task"] == task):
+            for kind, style in (("char", "-"), ("seq", "--")):
+                points = [(x[b], v[kind]) for b, v in row["buckets"].items() if b in x and kind in v]
+                if points:
+                    ax.plot(*zip(*sorted(points)), style, marker="o" if row["model"].endswith("_rel") else "s",
+                            color=MODEL_COLOURS.get(row["model"], "0.3"), label=f"{row['model']} ({kind})")
+        task_key = {name: key for key, name in length_generalisation.TASKS.items()}[task]
+        for paper_model, marker in (("transformer", "P"), ("universal_transformer", "*")):
+            char, seq = length_generalisation.PAPER[paper_model][task_key]
+            label = "Transformer" if paper_model == "transformer" else "UT"
+            ax.scatter([x["201-400"] + 0.15], [char], marker=marker, s=140, color="black", zorder=5,
+                       label=f"paper, {label}, length 400 (char)")
+            ax.scatter([x["201-400"] + 0.15], [seq], marker=marker, s=140, facecolors="none", edgecolors="black",
+                       zorder=5, label=f"paper, {label}, length 400 (seq)")
+        ax.set_title(task)
+        ax.set_xticks(range(len(buckets)), buckets)
+        ax.set_xlabel("reference length")
+        ax.set_ylim(0, 1.05)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("accuracy (decoded greedily)")
+    handles, labels = {}, []
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if label not in handles:
+                handles[label] = handle
+                labels.append(label)
+    fig.legend([handles[label] for label in labels], labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+               ncol=3, fontsize=8, frameon=False)
+    steps = rows[0]["train_steps"]
+    seeds = sorted({row.get("seed") for row in rows})
+    fig.suptitle(f"Length generalisation: char (solid) and sequence (dashed) accuracy, trained on length <= 40 for "
+                 f"{steps} steps, seed {', '.join(map(str, seeds))}\n(width-64 models, runs of {date_range(rows)}; "
+                 "the paper's at length 400: base size, trained to convergence)", fontsize=10, y=1.02)
+    _save(fig, path)
+
+
+# -- bAbI ------------------------------------------------------------------------------------------------------
+PROTOCOLS = {"joint": "joint training", "curriculum": "curriculum (not the paper's protocol)"}
+
+
+def best_babi_rows(rows, subset):
+    """Per protocol (joint, curriculum), the row of `subset` with the lowest mean test error."""
+    best = {}
+    for row in rows:
+        if row["subset"] == subset and row["protocol"] in PROTOCOLS and len(row["test_error"]) == 20:
+            if row["protocol"] not in best or row["mean_error"] < best[row["protocol"]]["mean_error"]:
+                best[row["protocol"]] = row
+    return [best[protocol] for protocol in PROTOCOLS if protocol in best]
+
+
+def _babi_label(row):
+    hparams = f" ({row['hparams']})" if row.get("hparams") else ""
+    return (f"ours, {PROTOCOLS[row['protocol']]}: {row['model']}{hparams}, {row['train_steps']} steps, "
+            f"seed {row['seed']}, {row['date']}: mean {row['mean_error']:.2f}% ({row['failed']} failed)")
+
+
+def plot_babi(results, path):
+    plt = _pyplot()
+    subsets = [s for s in ("1k", "10k") if best_babi_rows(results["rows"], s)]
+    if not subsets:
+        raise ValueError("no row of joint training or of the curriculum with all 20 tasks")
+    fig, axes = plt.subplots(len(subsets), 1, figsize=(12, 3.6 * len(subsets) + 0.8), squeeze=False)
+    tasks = [f"qa{t}" for t in range(1, 21)]
+    drawn = []
+    for ax, subset in zip(axes[:, 0], subsets):
+        ours = best_babi_rows(results["rows"], subset)
+        drawn += ours
+        width = 0.8 / (len(ours) + 1)
+        for k, row in enumerate(ours):
+            ax.bar([i + (k - len(ours) / 2) * width for i in range(20)], [row["test_error"][t] for t in tasks],
+                   width, color=("tab:blue", "tab:orange")[k % 2], label=_babi_label(row))
+        paper = babi.PAPER_TASKS[subset]
+        ax.bar([i + len(ours) / 2 * width for i in range(20)], paper, width, facecolor="white", edgecolor="black",
+               hatch="///", label=f"paper: adaptive UT, joint, best of 10 seeds per task (Appendix E): mean "
+               f"{babi.PAPER_TASKS_MEAN[subset]:.2f}% ({sum(e > babi.FAILED_ERROR for e in paper)} failed)")
+        ax.axhline(babi.FAILED_ERROR, color="0.4", linestyle="--", linewidth=1)
+        ax.text(11, babi.FAILED_ERROR + 1, "failed above 5%", ha="center", fontsize=8, color="0.3")
+        ax.set_xticks(range(20), tasks)
+        ax.set_xlim(-0.6, 19.6)
+        ax.set_yscale("function", functions=(np.sqrt, np.square))  # Errors of 1-5% visible beside 50-90%.
+        ax.set_ylim(0, 100)
+        ax.set_yticks([0, 1, 5, 10, 25, 50, 75, 100])
+        ax.set_ylabel("test error (%, square-root scale)")
+        ax.set_title(f"bAbI {subset}", fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"bAbI: test error per task, our best recorded runs (lowest mean test error) beside the paper's "
+                 f"(runs of {date_range(drawn)})", fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+# -- translation ---------------------------------------------------------------------------------------------
+def bleu_groups(rows):
+    """{model: {date: [BLEU of each row]}}: the rows of one model and date are one run of seeds."""
+    groups = {}
+    for row in rows:
+        groups.setdefault(row["model"], {}).setdefault(row["date"], []).append(row["bleu_13a"])
+    return groups
+
+
+def plot_translate_small(results, path):
+    plt = _pyplot()
+    rows = results["rows"]
+    groups = bleu_groups(rows)
+    dates = sorted({row["date"] for row in rows})
+    colours = dict(zip(dates, plt.get_cmap("tab10").colors))
+    width = 0.8 / len(dates)
+    fig, ax = plt.subplots(figsize=(max(5.0, 2.2 * len(groups)), 4.4))
+    for i, (model, by_date) in enumerate(groups.items()):
+        for k, date in enumerate(dates):
+            if date not in by_date:
+                continue
+            scores = by_date[date]
+            centre = i + (k - (len(dates) - 1) / 2) * width
+            mean = sum(scores) / len(scores)
+            ax.bar(centre, mean, width * 0.9, color=colours[date], alpha=0.35)
+            spread = [centre + (j - (len(scores) - 1) / 2) * width * 0.6 / max(len(scores), 2)
+                      for j in range(len(scores))]
+            ax.scatter(spread, scores, color=colours[date], edgecolors="black", zorder=3, s=36)
+            ax.annotate(f"mean {mean:.2f}\n({len(scores)} seed{'s' * (len(scores) > 1)})", (centre, max(scores)),
+                        xytext=(0, 6), textcoords="offset points", ha="center", fontsize=8)
+    for date in dates:
+        codes = sorted({row["code"] for row in rows if row["date"] == date})
+        ax.bar([0], [0], color=colours[date], alpha=0.35, label=f"runs of {date} ({'; '.join(codes)})")
+    ax.scatter([], [], color="0.6", edgecolors="black", s=36, label="one seed (bar: the mean over seeds)")
+    ax.set_xticks(range(len(groups)), list(groups))
+    ax.set_ylabel("BLEU (sacreBLEU 13a, test_2016_flickr)")
+    top = max(row["bleu_13a"] for row in rows)
+    ax.set_ylim(0, top * 1.25)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
+    steps = sorted({row["steps"] for row in rows})
+    ax.set_title(f"Multi30k En->De, {', '.join(map(str, steps))} steps, beam 4 (runs of {date_range(rows)})",
+                 fontsize=10)
+    _save(fig, path)
+
+
+PLOTS = {
+    "length_generalisation": (plot_length_generalisation, "length_generalisation.png"),
+    "babi": (plot_babi, "babi_tasks.png"),
+    "translate_small": (plot_translate_small, "translation_bleu.png"),
+}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--only", default=",".join(PLOTS), help=f"comma-separated, of {', '.join(PLOTS)}")
+    parser.add_argument("--results_dir", default=common.RESULTS, help="where the results files are")
+    parser.add_argument("--out_dir", default=os.path.dirname(os.path.abspath(__file__)), help="where the PNGs go")
+    args = parser.parse_args(argv)
+    names = [name for name in args.only.split(",") if name]
+    unknown = [name for name in names if name not in PLOTS]
+    if unknown:
+        parser.error(f"unknown plot(s) {', '.join(unknown)}; known: {', '.join(PLOTS)}")
+    for name in names:
+        draw, filename = PLOTS[name]
+        try:
+            results = common.read_results(name, args.results_dir)
+        except FileNotFoundError:
+            print(f"plots: error: no {name}.json in {args.results_dir} (the scripts' --record writes it)",
+                  file=sys.stderr)
+            return 2
+        try:
+            if not results["rows"]:
+                raise ValueError("no rows")
+            draw(results, os.path.join(args.out_dir, filename))
+        except ValueError as error:
+            print(f"plots: error: {name}.json in {args.results_dir}: {error}", file=sys.stderr)
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
