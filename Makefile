@@ -10,7 +10,7 @@ DEMO_STEPS ?= 1000
 # Tests run in parallel processes; 2 workers suit a 2-core machine (override: make test TEST_WORKERS=4).
 TEST_WORKERS ?= 2
 
-.PHONY: demo test test-all bench install clean
+.PHONY: demo test test-all bench docs install clean
 
 install: $(STAMP)
 
@@ -45,5 +45,11 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/decoding.py --models rel64 --lengths 25,100 --reps 3
 	$(BIN)/python benchmarks/train_step.py --shapes small --reps 3
 
+# The documentation site (user guide and API reference) into docs/_build/html, as tests/test_docs.py builds it:
+# warnings are errors, every cross reference is checked (open docs/_build/html/index.html).
+docs: $(STAMP)
+	$(BIN)/python -c "import sphinx, myst_parser, furo" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[docs]'
+	$(BIN)/python -m sphinx -b html -W --keep-going -n -q docs docs/_build/html
+
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) build *.egg-info
+	rm -rf $(VENV) $(DEMO_DIR) build *.egg-info docs/_build

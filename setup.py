@@ -24,6 +24,9 @@ def _long_description():
         return f.read()
 
 
+# The documentation site (`make docs`): Sphinx with Markdown pages, the API reference from the docstrings.
+_DOCS = ["sphinx>=7.2,<10", "myst-parser>=2.0,<6", "furo>=2023.9.10"]
+
 _SCRIPTS = {
     "t2t-relpos-trainer": "t2t_relpos.cli.trainer:run",
     "t2t-relpos-decoder": "t2t_relpos.cli.decoder:run",
@@ -62,11 +65,13 @@ setup(
         "numpy>=1.26",
     ],
     extras_require={
-        # jax: the backend tests (tests/test_backends.py); ctranslate2: the CTranslate2 export's round trip.
-        "test": ["pytest>=8", "pytest-xdist>=3.5", "jax>=0.4.36", "ctranslate2>=4.0,<5"],
+        # jax: the backend tests (tests/test_backends.py); ctranslate2: the CTranslate2 export's round trip;
+        # the docs' packages: tests/test_docs.py builds the site.
+        "test": ["pytest>=8", "pytest-xdist>=3.5", "jax>=0.4.36", "ctranslate2>=4.0,<5", *_DOCS],
         "jax": ["jax>=0.4.36"],
         "ctranslate2": ["ctranslate2>=4.0,<5"],
         "plot": ["matplotlib>=3.8"],
+        "docs": _DOCS,
     },
     entry_points={"console_scripts": [f"{name}={target}" for name, target in _SCRIPTS.items()]},
     classifiers=[

@@ -2,7 +2,7 @@
 
 TensorFlow computes the reference outputs of a few tiny models here; the subprocess loads the same weights on
 its backend and compares, besides checking the attention layer and ACT against the numpy references.
-JAX is installed by `make test`; PyTorch is checked where it is installed (see the README's "Backends").
+JAX is installed by `make test`; PyTorch is checked where it is installed (see docs/guide/backends.md).
 Set T2T_RELPOS_REQUIRE_BACKENDS=jax,torch to make a missing backend a failure instead of a skip.
 """
 

@@ -240,20 +240,21 @@ def test_new_run_needs_a_set(tmp_path):
         stored.resolve_for_run(str(tmp_path))
 
 
-def test_the_readme_is_true_to_the_sets():
-    """Gin bindings shown in the README name real fields, and its transformer_base row has the set's shape."""
-    import os  # pylint: disable=import-outside-toplevel
+def test_the_readme_and_docs_are_true_to_the_sets():
+    """Gin bindings shown in the README and the docs name real fields, and the sets table's transformer_base
+    row (docs/guide/models_and_hparams.md) has the set's shape."""
+    import pathlib  # pylint: disable=import-outside-toplevel
     import re  # pylint: disable=import-outside-toplevel
 
     from t2t_relpos.hparams import defaults  # pylint: disable=import-outside-toplevel
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "README.md")
-    with open(path, encoding="utf-8") as f:
-        readme = f.read()
+    root = pathlib.Path(__file__).resolve().parent.parent
     known = defaults.default_hparams()
-    for name in re.findall(r"hparams\.(\w+) =", readme):
-        assert name in known, f"the README binds hparams.{name}, which does not exist"
-    row = re.search(r"^\| `transformer_base` \|.*$", readme, re.MULTILINE).group(0)
+    for path in [root / "README.md", *sorted((root / "docs").glob("**/*.md"))]:
+        for name in re.findall(r"hparams\.(\w+) =", path.read_text(encoding="utf-8")):
+            assert name in known, f"{path.relative_to(root)} binds hparams.{name}, which does not exist"
+    sets_page = (root / "docs" / "guide" / "models_and_hparams.md").read_text(encoding="utf-8")
+    row = re.search(r"^\| `transformer_base` \|.*$", sets_page, re.MULTILINE).group(0)
     hp = registry.hparams("transformer_base")
     for fact in (f"d {hp.hidden_size}", f"FFN {hp.filter_size}", f"{hp.num_heads} heads"):
         assert fact in row, (fact, row)
