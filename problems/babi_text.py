@@ -20,11 +20,11 @@ ending in "?" (`example_text`).
 """
 
 import collections
-import gzip
 import os
 import re
 
 from t2t_relpos import errors
+from t2t_relpos.data import parallel_text
 from t2t_relpos.problems.problem import EOS_ID, PAD_ID, SymbolEncoder, TextEncoder
 
 # The 20 tasks of bAbI v1.2 and their file-name stems (`qa<N>_<stem>_<split>.txt`).
@@ -76,7 +76,8 @@ def parse(lines, task, source="<lines>"):
         source: The file name, for error messages.
 
     Raises:
-        errors.DataError: a line that is not `<id> <text>`, or ids that do not count up within a story.
+        errors.DataError: a line that is not `<id> <text>`, ids that do not count up within a story, or an answer
+            that is not one class label (it has a space).
     """
     examples = []
     story, story_index, expected = [], -1, None
@@ -97,6 +98,9 @@ def parse(lines, task, source="<lines>"):
             fields = text.split("\t")
             if len(fields) < 2 or not fields[1].strip():
                 raise errors.DataError(f"{source}: line {number} is a question without an answer")
+            if len(fields[1].split()) > 1:
+                raise errors.DataError(f"{source}: line {number} has the answer {fields[1].strip()!r}, with a space; "
+                                       "a bAbI answer is one word or a comma-separated list (e.g. 'apple,milk')")
             examples.append(Example(tuple(story), tuple(tokenize(fields[0])), fields[1].strip(), task,
                                     story_index))
         else:
@@ -120,7 +124,8 @@ def read_task(data_dir, subset, task, split):
     """The `Example`s of one task file ("train" or "test" split of the bAbI files).
 
     Raises:
-        errors.DataError: the file is missing; the message names the files expected and where.
+        errors.DataError: the file is missing (the message names the files expected and where), cannot be read
+            (not UTF-8, a damaged .gz), or is not in bAbI's format; the message names the file and the line.
     """
     path = task_file(data_dir, subset, task, split) if data_dir else None
     if path is None:
@@ -129,9 +134,7 @@ def read_task(data_dir, subset, task, split):
             f"bAbI file {expected}[.gz] not found. Pass --data_dir=DIR where DIR holds the bAbI v1.2 tasks as "
             f"DIR/en/qaN_<name>_{{train,test}}.txt (1k) and DIR/en-10k/... (10k), plain or .gz, as in the "
             f"tasks_1-20_v1-2 archive")
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return parse(f, task, path)
+    return parse(parallel_text.read_lines(path), task, path)
 
 
 def example_text(example):

@@ -66,16 +66,19 @@ _PART = 1 << 20
 
 
 def _file_fingerprint(path):
-    size = os.path.getsize(path)
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        if size <= _WHOLE:
-            for block in iter(lambda: f.read(_PART), b""):
-                digest.update(block)
-        else:
-            digest.update(f.read(_PART))
-            f.seek(size - _PART)
-            digest.update(f.read(_PART))
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            if size <= _WHOLE:
+                for block in iter(lambda: f.read(_PART), b""):
+                    digest.update(block)
+            else:
+                digest.update(f.read(_PART))
+                f.seek(size - _PART)
+                digest.update(f.read(_PART))
+    except OSError as e:
+        raise errors.DataError(f"cannot read {path}: {e.strerror or e}") from None
     return f"{size}:{digest.hexdigest()}"
 
 
@@ -291,6 +294,8 @@ class TranslateProblem(problem.Problem):
         sentences = [text for pair in pairs for text in pair]
         try:
             model = sentencepiece_vocab.train_sentencepiece(sentences, settings["vocab_size"], seed=settings["seed"])
+        except sentencepiece_vocab.SentencesTooLongError as e:
+            raise errors.DataError(f"{self.name}: {e}") from None
         except ValueError as e:
             raise errors.DataError(f"{self.name}: {e} (set vocab_size in <tmp_dir>/{self.name}.json)") from None
         with preparation.written(path, "the vocabulary") as partial:
@@ -318,8 +323,12 @@ class TranslateProblem(problem.Problem):
         path = self.vocab_path(data_dir)
         cache = self.__dict__.setdefault("_encoders", {})
         if path not in cache:
-            if not os.path.isfile(path):
-                raise errors.DataError(f"{self.name}: no vocabulary {path}; {self.datagen_hint(data_dir)}")
+            try:
+                os.stat(path)
+            except FileNotFoundError:
+                raise errors.DataError(f"{self.name}: no vocabulary {path}; {self.datagen_hint(data_dir)}") from None
+            except OSError as e:  # Not the vocabulary missing: the directory cannot be searched, or is a file.
+                raise errors.DataError(f"{self.name}: cannot read --data_dir={data_dir}: {e.strerror or e}") from None
             cache[path] = sentencepiece_vocab.SentencePieceEncoder.from_file(path)
         encoder = cache[path]
         return {"inputs": encoder, "targets": encoder}

@@ -10,16 +10,20 @@ a read-only file system or a missing permission gives, raised by the call that w
 
 import builtins
 import errno
+import gzip
 import json
 import os
+import re
 
 import pytest
 import tensorflow as tf
 
+from t2t_relpos import errors
 from t2t_relpos import registry
 from t2t_relpos.data import id_shards
 from t2t_relpos.data import preparation
 from t2t_relpos.data import shards
+from t2t_relpos.problems import babi_text
 
 import translation_data as data
 from test_cli import assert_usage_error, call_tool
@@ -134,6 +138,29 @@ def make_read_only(monkeypatch, directory):
     monkeypatch.setattr(tf.io, "TFRecordWriter", writer)
 
 
+def deny(monkeypatch, chosen, stat=False):
+    """Opening the paths `chosen(path)` picks fails with EACCES, as for files the user may not read; with `stat`,
+    looking them up fails too, as for the files of a directory the user may not search."""
+    real_open, real_stat = builtins.open, os.stat
+
+    def refuse(path):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+
+    def open_(file, *args, **kwargs):
+        if chosen(file):
+            refuse(file)
+        return real_open(file, *args, **kwargs)
+
+    def stat_(path, *args, **kwargs):
+        if chosen(path):
+            refuse(path)
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", open_)
+    if stat:
+        monkeypatch.setattr(os, "stat", stat_)
+
+
 # -- case 2: killed, raw data changed, rerun --------------------------------------------------------------------
 def test_a_split_begun_from_other_raw_data_is_prepared_again_not_mixed(tmp_path, monkeypatch):
     """A datagen killed after 2 of the 3 training shards, the raw files then swapped (German -> English) and
@@ -215,3 +242,97 @@ def test_datagen_on_prepared_read_only_data_succeeds_and_on_unprepared_says_why_
 def test_a_data_dir_that_is_a_file_is_one_line(tmp_path):
     (tmp_path / "file").write_text("not a directory\n")
     assert_one_line(datagen(tmp_path / "file", tmp_path), f"--data_dir={tmp_path / 'file'} is a file, not a directory")
+
+
+# -- case 10: damaged gzip corpora -------------------------------------------------------------------------------
+@pytest.mark.parametrize("damage, fragment", [
+    (lambda zipped: zipped[:len(zipped) // 2], r"the gzip data ends early, (after line [\d,]+|before its first line) "
+                                               r"\(a truncated copy or download\?\)"),
+    (lambda zipped: zipped[:30] + bytes(b ^ 0x55 for b in zipped[30:60]) + zipped[60:],
+     r"damaged gzip data (after line [\d,]+|before its first line) \(Error -3 while decompressing data"),
+    (lambda zipped: gzip.decompress(zipped), r"not readable as gzip before its first line \(Not a gzipped file"),
+], ids=["truncated", "corrupt", "not-gzip"])
+def test_a_damaged_gzip_corpus_is_one_line_naming_the_file_and_line(tmp_path, damage, fragment):
+    raw = tmp_path / "raw"
+    train = make_raw(raw, data.pairs(400, seed=5))
+    os.remove(raw / "train.tgt")
+    zipped = gzip.compress("".join(t + "\n" for _, t in train).encode("utf-8"), mtime=0)
+    (raw / "train.tgt.gz").write_bytes(damage(zipped))
+    result = datagen(tmp_path / "data", raw)
+    assert_one_line(result, f"{raw / 'train.tgt.gz'}: ")
+    assert re.search(fragment, result.stderr), result.stderr
+
+
+def test_unreadable_raw_files_are_one_line(tmp_path, monkeypatch):
+    raw = tmp_path / "raw"
+    make_raw(raw)
+    deny(monkeypatch, lambda path: os.fspath(path) == str(raw / "train.tgt"))
+    assert_one_line(datagen(tmp_path / "data", raw), f"cannot read {raw / 'train.tgt'}: Permission denied")
+
+
+# -- case 11: malformed bAbI files -------------------------------------------------------------------------------
+def write_babi(root):
+    """qa1 .. qa20, train and test, of one story each (qa1 gzipped), in root/en."""
+    os.makedirs(root / "en")
+    story = "1 Mary went to the garden.\n2 Where is Mary? \tgarden\t1\n"
+    for task, name in babi_text.TASKS.items():
+        for split in ("train", "test"):
+            path = root / "en" / f"qa{task}_{name}_{split}.txt"
+            if task == 1:
+                (root / "en" / f"{path.name}.gz").write_bytes(gzip.compress(story.encode() * 40, mtime=0))
+            else:
+                path.write_text(story)
+
+
+@pytest.mark.parametrize("damage, fragment", [
+    (("qa2_two-supporting-facts_train.txt", lambda text: text.replace(b"Mary went", b"Mary\xe9 went", 1)),
+     "qa2_two-supporting-facts_train.txt: line 1 is not valid UTF-8 (byte 0xe9 at column 7)"),
+    (("qa3_three-supporting-facts_test.txt", lambda text: text.replace(b"\tgarden", b"\tthe garden")),
+     "qa3_three-supporting-facts_test.txt: line 2 has the answer 'the garden', with a space"),
+    (("qa1_single-supporting-fact_train.txt.gz", lambda zipped: zipped[:-12]),
+     "qa1_single-supporting-fact_train.txt.gz: the gzip data ends early, after line "),
+], ids=["not-utf8", "answer-with-a-space", "truncated-gz"])
+def test_malformed_babi_files_are_one_line_naming_the_file_and_line(tmp_path, damage, fragment):
+    write_babi(tmp_path)
+    name, change = damage
+    path = tmp_path / "en" / name
+    path.write_bytes(change(path.read_bytes()))
+    result = call_tool("t2t-relpos-datagen", "--problem=babi_qa_concat_all_tasks_1k", f"--data_dir={tmp_path}")
+    assert_one_line(result, fragment)
+
+
+# -- case 17 and the unreadable --data_dir -----------------------------------------------------------------------
+def test_an_unreadable_vocabulary_is_one_line(prepared, monkeypatch):
+    data_dir, raw = prepared
+    vocabulary = str(data_dir / f"{NAME}.sentencepiece.model")
+    real_open = builtins.open
+
+    def open_(file, *args, **kwargs):
+        if os.fspath(file) == vocabulary:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), vocabulary)
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", open_)
+    assert_one_line(datagen(data_dir, raw), f"cannot read the vocabulary {vocabulary}: Permission denied")
+    with pytest.raises(errors.DataError, match=f"cannot read the vocabulary {vocabulary}: Permission denied"):
+        registry.problem(NAME).feature_encoders(str(data_dir))
+
+
+def test_an_unreadable_data_dir_is_not_said_to_lack_its_vocabulary(prepared, monkeypatch):
+    """It said "no vocabulary ...; run t2t-relpos-datagen first": advice that prepares the data again, or fails."""
+    data_dir, _ = prepared
+    deny(monkeypatch, _under(data_dir), stat=True)
+    with pytest.raises(errors.DataError, match=f"cannot read --data_dir={data_dir}: Permission denied"):
+        registry.problem(NAME).feature_encoders(str(data_dir))
+
+
+# -- lines too long for SentencePiece ----------------------------------------------------------------------------
+def test_a_corpus_of_lines_too_long_for_sentencepiece_is_not_told_to_set_vocab_size(tmp_path):
+    raw = tmp_path / "raw"
+    make_raw(raw, [(" ".join(source for source, _ in data.pairs(300, seed=i)),
+                    " ".join(target for _, target in data.pairs(300, seed=i))) for i in range(3)])
+    result = datagen(tmp_path / "data", raw)
+    assert_one_line(result, "every one of the 6 sampled lines is longer than SentencePiece's max_sentence_length, "
+                            "4192 bytes")
+    assert "vocab_size" not in result.stderr
+

@@ -35,8 +35,11 @@ _NAME_DIGEST = 12
 
 def vocab_digest(vocab_path):
     """The SHA-256 (hex) of a vocabulary file: what a manifest of ids is checked against."""
-    with open(vocab_path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    try:
+        with open(vocab_path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError as e:
+        raise preparation.read_error(e, "the vocabulary", vocab_path) from None
 
 
 def text_fingerprint(path, edge=1 << 16):

@@ -3,13 +3,15 @@
 Every reader yields `(source, target)` pairs of str, lazily (corpora of millions of lines stream through).
 Lines are split on "\\n" only (a "\\r" before it is dropped, and a UTF-8 byte-order mark at the start of a
 file); everything else in a line is kept as it is, so text reaches the vocabulary exactly as written. Malformed
-input (invalid UTF-8, files of different lengths, a TSV line without exactly one tab) is a `DataError` that
-names the file and the line.
+input (invalid UTF-8, files of different lengths, a TSV line without exactly one tab, a damaged or truncated
+gzip file, a file that cannot be read) is a `DataError` that names the file and the line.
 """
 
+import contextlib
 import gzip
 import os
 import re
+import zlib
 
 from t2t_relpos import errors
 
@@ -20,7 +22,30 @@ def open_binary(path):
     """`path` opened for reading bytes, decompressed if its name ends in ".gz"."""
     if not os.path.isfile(path):
         raise errors.DataError(f"{path} does not exist")
-    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")  # pylint: disable=consider-using-with
+    try:
+        # pylint: disable-next=consider-using-with
+        return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+    except OSError as e:
+        raise errors.DataError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+@contextlib.contextmanager
+def _reading(path, lines_read):
+    """Turns the errors of reading `path` (a damaged gzip stream, an I/O error) into a `DataError` naming the file
+    and how far it was read (`lines_read()`: the lines read whole so far)."""
+    try:
+        yield
+    except (EOFError, zlib.error, OSError) as e:
+        where = f"after line {lines_read():,}" if lines_read() else "before its first line"
+        if isinstance(e, EOFError):  # gzip: the stream ends before its end marker.
+            reason = f"the gzip data ends early, {where} (a truncated copy or download?)"
+        elif isinstance(e, zlib.error):
+            reason = f"damaged gzip data {where} ({e})"
+        elif isinstance(e, gzip.BadGzipFile):  # Not gzip at all, or a failed CRC or length check at the end.
+            reason = f"not readable as gzip {where} ({e}); a name ending in .gz must hold gzip data"
+        else:
+            reason = f"cannot be read {where}: {e.strerror or e}"
+        raise errors.DataError(f"{path}: {reason}") from None
 
 
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -29,7 +54,8 @@ UTF8_BOM = b"\xef\xbb\xbf"
 def read_lines(path):
     """Yields the lines of a (possibly gzipped) UTF-8 text file, without their line ends or a leading byte-order
     mark (which editors on Windows write, and which would otherwise become the first sentence's first piece)."""
-    with open_binary(path) as f:
+    number = 0
+    with _reading(path, lambda: number), open_binary(path) as f:
         for number, raw in enumerate(f, 1):
             if number == 1 and raw.startswith(UTF8_BOM):
                 raw = raw[len(UTF8_BOM):]
@@ -38,10 +64,11 @@ def read_lines(path):
             if raw.endswith(b"\r"):
                 raw = raw[:-1]
             try:
-                yield raw.decode("utf-8")
+                text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 raise errors.DataError(f"{path}: line {number} is not valid UTF-8 (byte {raw[e.start]:#04x} at "
                                        f"column {e.start + 1})") from None
+            yield text
 
 
 def read_sgm_segments(path):
@@ -84,5 +111,8 @@ def tsv_pairs(path):
 
 def count_lines(path):
     """The number of lines of a (possibly gzipped) file, without decoding them."""
-    with open_binary(path) as f:
-        return sum(1 for _ in f)
+    count = 0
+    with _reading(path, lambda: count), open_binary(path) as f:
+        for count, _ in enumerate(f, 1):
+            pass
+    return count

@@ -29,6 +29,13 @@ UNK_ID = 2
 # SentencePiece splits its EM work into this many fixed chunks; the model depends on the number, so it is
 # fixed rather than taken from the machine's core count (the same model on every machine for a seed).
 _TRAINER_THREADS = 16
+# SentencePiece's max_sentence_length (its default): longer training sentences are left out of the vocabulary's
+# training (they are still encoded whole).
+MAX_SENTENCE_BYTES = 4192
+
+
+class SentencesTooLongError(ValueError):
+    """Every training sentence is longer than `MAX_SENTENCE_BYTES`: SentencePiece has nothing to learn from."""
 
 
 def train_sentencepiece(sentences, vocab_size, seed=0, character_coverage=0.9999):
@@ -44,17 +51,30 @@ def train_sentencepiece(sentences, vocab_size, seed=0, character_coverage=0.9999
 
     Returns:
         The serialised model (bytes).
+
+    Raises:
+        SentencesTooLongError: every sentence is longer than `MAX_SENTENCE_BYTES` in UTF-8.
+        ValueError: too small a `vocab_size`, or SentencePiece could not train one so large on these sentences.
     """
     minimum = problem.NUM_RESERVED_IDS + 1 + 256 + 1
     if vocab_size < minimum:
         raise ValueError(f"vocab_size must be at least {minimum} (reserved ids, UNK and 256 byte pieces), "
                          f"got {vocab_size}")
+    sentences = list(sentences)
+    too_long = sum(1 for s in sentences if len(s.encode("utf-8")) + 1 > MAX_SENTENCE_BYTES)  # + the added space
+    if sentences and too_long == len(sentences):
+        raise SentencesTooLongError(
+            f"every one of the {len(sentences):,} sampled lines is longer than SentencePiece's max_sentence_length, "
+            f"{MAX_SENTENCE_BYTES} bytes, so there is nothing to train a vocabulary on: the corpus must have one "
+            "sentence per line (are its line ends lost, or its lines whole documents?)")
     spm.set_random_generator_seed(int(seed))
     model = io.BytesIO()
     try:
         _train(sentences, vocab_size, character_coverage, model)
     except RuntimeError as e:  # SentencePiece reports bad settings (e.g. too few pieces) this way.
-        raise ValueError(f"SentencePiece could not train a vocabulary of {vocab_size}: {e}") from None
+        skipped = (f"; {too_long:,} of the {len(sentences):,} lines were left out for being longer than its "
+                   f"max_sentence_length, {MAX_SENTENCE_BYTES} bytes" if too_long else "")
+        raise ValueError(f"SentencePiece could not train a vocabulary of {vocab_size}: {e}{skipped}") from None
     return model.getvalue()
 
 
@@ -65,6 +85,7 @@ def _train(sentences, vocab_size, character_coverage, model):
         normalization_rule_name="identity", remove_extra_whitespaces=False, add_dummy_prefix=False,
         pad_id=problem.PAD_ID, eos_id=problem.EOS_ID, unk_id=UNK_ID, bos_id=-1,
         input_sentence_size=0, shuffle_input_sentence=False, hard_vocab_limit=False,
+        max_sentence_length=MAX_SENTENCE_BYTES,
         num_threads=_TRAINER_THREADS, minloglevel=2)
 
 
@@ -86,10 +107,13 @@ class SentencePieceEncoder(problem.TextEncoder):
     @classmethod
     def from_file(cls, path):
         """Loads `path`; a missing or unreadable model is a `DataError`."""
-        if not os.path.isfile(path):
+        if not os.path.exists(path):
             raise errors.DataError(f"no vocabulary at {path}")
-        with open(path, "rb") as f:
-            data = f.read()
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:  # Not permitted, a directory, an I/O error.
+            raise errors.DataError(f"cannot read the vocabulary {path}: {e.strerror or e}") from None
         try:
             return cls(data)
         except (RuntimeError, ValueError) as e:
