@@ -7,6 +7,7 @@ are shown as written and not linked.
 
 import inspect
 import os
+import re
 import sys
 
 _ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir))
@@ -145,7 +146,34 @@ def _skip_undocumented_methods(app, what, name, obj, skip, options):  # pylint: 
     return None
 
 
+def _studies_toctree(folder=os.path.join(os.path.dirname(os.path.abspath(__file__)), "studies")):
+    """The "Studies" part of the table of contents: every page in docs/studies/, as they land.
+
+    `studies/index.md`, where there is one, comes first and its own toctree orders the pages it lists; the pages it
+    does not list follow, so a new page joins the site by itself (like a `studies/*` glob, without listing a page
+    twice). No pages, no part (an empty glob would be a warning).
+    """
+    pages = sorted(name[:-3] for name in os.listdir(folder) if name.endswith(".md")) if os.path.isdir(folder) else []
+    if not pages:
+        return ""
+    entries, listed = [], set()
+    if "index" in pages:
+        entries.append("studies/index")
+        with open(os.path.join(folder, "index.md"), encoding="utf-8") as f:
+            for block in re.findall(r"^```\{toctree\}\n(.*?)^```", f.read(), re.MULTILINE | re.DOTALL):
+                listed.update(line.strip() for line in block.splitlines() if line.strip() and line[0] != ":")
+    entries += [f"studies/{page}" for page in pages if page != "index" and page not in listed]
+    return "```{toctree}\n:caption: Studies\n:maxdepth: 1\n:hidden:\n\n" + "\n".join(entries) + "\n```\n\n"
+
+
+def _add_studies(app, docname, source):  # pylint: disable=unused-argument
+    if docname == "index":
+        source[0] = source[0].replace("```{toctree}\n:caption: Reference", _studies_toctree() +
+                                      "```{toctree}\n:caption: Reference", 1)
+
+
 def setup(app):
+    app.connect("source-read", _add_studies)
     app.connect("autodoc-skip-member", _skip_undocumented_methods)
     # After napoleon (priority 500) has turned the Google-style sections into fields.
     app.connect("autodoc-process-docstring", _literal_blocks, priority=600)

@@ -13,6 +13,7 @@
 
 import ast
 import importlib
+import importlib.util
 import os
 import pathlib
 import pkgutil
@@ -115,6 +116,27 @@ def test_every_public_name_is_in_the_api_reference(site):
             if f"{name}.{public}" not in documented and defined not in documented:
                 missing.append(f"{name}.{public}")
     assert not missing, f"public names without an entry in the API reference: {missing}"
+
+
+def test_the_studies_join_the_table_of_contents_as_they_land(tmp_path):
+    """docs/studies/: no part when there are no pages (an empty glob would fail -W), every page once."""
+    spec = importlib.util.spec_from_file_location("docs_conf", DOCS / "conf.py")
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    assert conf._studies_toctree(str(tmp_path / "none")) == ""  # pylint: disable=protected-access
+    assert conf._studies_toctree(str(tmp_path)) == ""  # pylint: disable=protected-access
+    for name in ("b", "a", "index"):
+        (tmp_path / f"{name}.md").write_text(f"# {name}\n", encoding="utf-8")
+
+    def entries():
+        block = conf._studies_toctree(str(tmp_path))  # pylint: disable=protected-access
+        return [line for line in block.splitlines() if line and line[0] not in ":`"]
+
+    assert entries() == ["studies/index", "studies/a", "studies/b"]
+    (tmp_path / "index.md").write_text("# Studies\n\n```{toctree}\n:maxdepth: 1\n\nb\n```\n", encoding="utf-8")
+    assert entries() == ["studies/index", "studies/a"]  # b is in the index's own toctree.
+    (tmp_path / "index.md").unlink()
+    assert entries() == ["studies/a", "studies/b"]
 
 
 # -- Links -----------------------------------------------------------------------------------------------------
