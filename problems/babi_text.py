@@ -68,7 +68,7 @@ def tokenize(text):
 
 
 def parse(lines, task, source="<lines>"):
-    """Parses the lines of one task file into `Example`s, in file order.
+    """Parses the lines of one task file into examples (`Example`), in file order.
 
     Args:
         lines: Iterable of text lines.
@@ -121,7 +121,7 @@ def task_file(data_dir, subset, task, split):
 
 
 def read_task(data_dir, subset, task, split):
-    """The `Example`s of one task file ("train" or "test" split of the bAbI files).
+    """The examples (`Example`) of one task file ("train" or "test" split of the bAbI files).
 
     Raises:
         errors.DataError: the file is missing (the message names the files expected and where), cannot be read
