@@ -104,7 +104,7 @@ def _log_probs(logits):
 
 
 def length_penalty(length, alpha):
-    """GNMT's length normalisation: ((5 + |Y|) / 6) ** alpha (alpha = 0: none)."""
+    """GNMT's length normalisation: `((5 + |Y|) / 6) ** alpha` (alpha = 0: none)."""
     return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
 
 
@@ -264,7 +264,7 @@ def _sample(log_probs, temperature, top_k, seed):
 def beam_search(model, inputs, max_length, beam_size=4, alpha=0.6, lengths=None):
     """Beam search with GNMT length normalisation, keeping `beam_size` alive and finished hypotheses.
 
-    A hypothesis finishes when it emits EOS; its score is log P(Y) / length_penalty(|Y|, alpha). A sentence's
+    A hypothesis finishes when it emits EOS; its score is `log P(Y) / length_penalty(|Y|, alpha)`. A sentence's
     search stops when no alive hypothesis can beat the worst finished one (log-probabilities only decrease),
     or at its length limit.
 
