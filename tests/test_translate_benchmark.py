@@ -48,3 +48,24 @@ def test_reads_throughput_evaluation_and_bleu():
                "BLEU = 12.50  (nrefs:1|case:mixed|eff:no|tok:intl|smooth:exp|version:2.6.0)\n")
     scores = bench.bleu_scores(decoder)
     assert scores["13a"][0] == 12.34 and scores["intl"][0] == 12.5 and "tok:intl" in scores["intl"][1]
+
+
+def test_a_seed_has_runs_of_its_own_and_its_rows_are_recorded(tmp_path):
+    """--seed N trains in <hparams set>_s<N> (seed 1 keeps the runs ablations.py reuses); --record's rows."""
+    import types  # pylint: disable=import-outside-toplevel
+
+    args = types.SimpleNamespace(work_dir=str(tmp_path), seed=1, hparams="", steps=1500, rounds=2, decode_samples=0)
+    assert bench.run_dir(args, "transformer_cpu_rel") == str(tmp_path / "transformer_cpu_rel")
+    args.seed = 3
+    assert bench.run_dir(args, "transformer_cpu_rel") == str(tmp_path / "transformer_cpu_rel_s3")
+    signature = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+    results = {"transformer_cpu_rel": {"rates": [14000.0, 15000.0, 14230.0], "train_s": 448.04,
+                                       "eval": {"loss": 1.971, "accuracy": 0.558},
+                                       "bleu": {"13a": (31.01, signature), "intl": (31.1, signature)},
+                                       "decode_s": 29.2}}
+    (row,) = bench.record_rows(args, results)
+    assert (row["model"], row["seed"], row["bleu_13a"], row["bleu_intl"], row["signature"]) == (
+        "transformer_cpu_rel", 3, 31.01, 31.1, signature)
+    assert (row["val_loss"], row["tokens_per_s"], row["train_wall_s"], row["decode_wall_s"]) == (1.971, 14230, 448.0,
+                                                                                                  29.2)
+    assert row["date"] and row["code"] and row["command"] and row["machine"]
