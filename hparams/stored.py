@@ -5,6 +5,9 @@ run depends on: its vocabularies (sizes and fingerprints, checked by the decoder
 `--usr_dir` modules it was trained with, and the trainer's `--mixed_precision` (checked on resuming);
 `<output_dir>/operative_config.gin` holds the same values as a gin file that reproduces them.
 tensor2tensor silently mixed a stored run with a different `--hparams_set`; here that is an error.
+
+A stored record is read as carefully as a command line: its values pass the checks `--hparams` gets, so a
+hand-edited `hparams.json` is refused in one line that names it, not by a model failing half-built.
 """
 
 import json
@@ -14,6 +17,7 @@ import re
 import tensorflow as tf
 
 from t2t_relpos import errors
+from t2t_relpos import files
 from t2t_relpos import registry
 from t2t_relpos.hparams import checks
 from t2t_relpos.hparams import hparams_lib
@@ -59,7 +63,31 @@ def load_record(output_dir):
         # E.g. tensor2tensor's own hparams.json, a flat dict of values.
         raise errors.HParamsError(f"{path} is not a t2t-relpos run's description (it has no 'hparams' entry); "
                                   "use a new --output_dir")
+    _check_record(record, path)
     return record
+
+
+def _check_record(record, path):
+    """Raises `HParamsError` naming `path` where an entry of the record (besides the hparams, which `load`
+    checks) is not of the form the trainer writes: e.g. a hand-edited vocabulary or precision."""
+
+    def fail(name, wanted):
+        raise errors.HParamsError(f"{path}: {name!r} must be {wanted}, got {record[name]!r} (was the file edited? "
+                                  "restore it, or use a new --output_dir)")
+
+    for name in ("hparams_set", "problem", "model"):
+        if record.get(name) is not None and not isinstance(record[name], str):
+            fail(name, "a string")
+    for name in ("usr_dirs", "averaged_checkpoints"):
+        if name in record and not (isinstance(record[name], list) and all(isinstance(x, str) for x in record[name])):
+            fail(name, "a list of strings")
+    if record.get("mixed_precision") not in (None, "none", "mixed_float16", "mixed_bfloat16"):
+        fail("mixed_precision", "'none', 'mixed_float16' or 'mixed_bfloat16'")
+    vocabulary = record.get("vocabulary")
+    if vocabulary is not None and not (isinstance(vocabulary, dict) and all(
+            isinstance(v, dict) and isinstance(v.get("size"), int) and isinstance(v.get("fingerprint", ""), (str, type(None)))
+            for v in vocabulary.values())):
+        fail("vocabulary", "{feature: {'size': int, 'fingerprint': str or null}}")
 
 
 def check_vocabulary(output_dir, vocabulary, data_dir=None):
@@ -69,18 +97,24 @@ def check_vocabulary(output_dir, vocabulary, data_dir=None):
     it would not load. Runs stored before vocabularies were recorded are not checked.
     """
     record = load_record(output_dir) or {}
-    recorded = record.get("vocabulary")
-    if not recorded or not vocabulary:
-        return
-    for feature in sorted(set(recorded) & set(vocabulary)):
+    difference = vocabulary_difference(record.get("vocabulary"), vocabulary)
+    if difference:
+        feature, was, now = difference
+        where = f"--data_dir={data_dir}" if data_dir else "the problem"
+        raise errors.DataError(
+            f"{where} has another {feature} vocabulary ({describe(now)}) than the one the run in "
+            f"{output_dir} was trained with ({describe(was)}); give the --data_dir it was trained with")
+
+
+def vocabulary_difference(recorded, vocabulary):
+    """The first `(feature, recorded entry, other entry)` where two vocabulary records (`Problem.vocabulary`)
+    differ in size or fingerprint; None where they agree (or one of them is unknown)."""
+    for feature in sorted(set(recorded or {}) & set(vocabulary or {})):
         was, now = recorded[feature], vocabulary[feature]
-        differs = was["size"] != now["size"] or (was.get("fingerprint") and now.get("fingerprint") and
-                                                  was["fingerprint"] != now["fingerprint"])
-        if differs:
-            where = f"--data_dir={data_dir}" if data_dir else "the problem"
-            raise errors.DataError(
-                f"{where} has another {feature} vocabulary ({_describe(now)}) than the one the run in "
-                f"{output_dir} was trained with ({_describe(was)}); give the --data_dir it was trained with")
+        if was["size"] != now["size"] or (was.get("fingerprint") and now.get("fingerprint") and
+                                          was["fingerprint"] != now["fingerprint"]):
+            return feature, was, now
+    return None
 
 
 def check_precision(output_dir, mixed_precision):
@@ -97,7 +131,8 @@ def check_precision(output_dir, mixed_precision):
             "--output_dir")
 
 
-def _describe(vocab):
+def describe(vocab):
+    """A vocabulary record's entry in a message: `12 ids, sha256:0123456789ab`."""
     fingerprint = vocab.get("fingerprint")
     return f"{vocab['size']} ids" + (f", {fingerprint[:19]}" if fingerprint else "")
 
@@ -110,11 +145,16 @@ def load(output_dir):
     from t2t_relpos.hparams import defaults  # pylint: disable=import-outside-toplevel
 
     hp = defaults.default_hparams()
-    for name, value in record["hparams"].items():
-        if name in hp:
-            hp.set_hparam(name, value)
-        else:  # A field added by a user's module: keep it.
-            hp.add_hparam(name, value)
+    try:
+        for name, value in record["hparams"].items():
+            if name in hp:
+                hp.set_hparam(name, value)
+            else:  # A field added by a user's module: keep it.
+                hp.add_hparam(name, value)
+        checks.check(hp)  # As --hparams would be: a value no model can use fails here, not half-way into one.
+    except errors.HParamsError as e:
+        raise errors.HParamsError(f"{os.path.join(output_dir, JSON_NAME)}: {e} (was the file edited? restore it, "
+                                  "or use a new --output_dir)") from None
     hp.hparams_set = record.get("hparams_set")
     return hp, record.get("problem"), record.get("model")
 
@@ -129,7 +169,9 @@ def resolve_for_run(output_dir, hparams_set=None, overrides="", gin_files=(), gi
     """
     stored = load(output_dir) if output_dir else None
     if stored is None:
-        if output_dir and tf.train.get_checkpoint_state(output_dir) is not None:
+        from t2t_relpos.training import checkpoints  # pylint: disable=import-outside-toplevel
+
+        if output_dir and checkpoints.listed(output_dir):
             raise errors.HParamsError(f"{output_dir} holds checkpoints but no hparams.json, so not a run of "
                                       "t2t-relpos-trainer that it could resume; use a new --output_dir")
         if not hparams_set:
@@ -164,6 +206,11 @@ def resolve_for_run(output_dir, hparams_set=None, overrides="", gin_files=(), gi
 
 
 def _atomic_write(path, text):
+    """Writes `path` whole or not at all: a full disk leaves the earlier file and no temporary beside it."""
+    if "://" not in path:
+        with files.atomic_write(path, what="the run's description") as f:
+            f.write(text)
+        return
     tmp = path + ".tmp"
     with tf.io.gfile.GFile(tmp, "w") as f:
         f.write(text)

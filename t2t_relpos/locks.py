@@ -15,6 +15,7 @@ import os
 import socket
 
 from t2t_relpos import errors
+from t2t_relpos import files
 
 
 class LockedError(errors.T2TRelposError):
@@ -38,8 +39,12 @@ def hold(path, wait=False, on_wait=None):
 
     Raises:
         LockedError: another process holds it and `wait` is False.
+        T2TRelposError: the lock file cannot be made (a read-only or full file system), in one line.
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise files.storage_error(e, "the lock file", path) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

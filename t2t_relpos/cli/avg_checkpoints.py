@@ -41,6 +41,8 @@ def main(argv):  # pylint: disable=unused-argument
     paths = FLAGS.checkpoints or averaging.last_checkpoints(FLAGS.output_dir, num_last)
     target = FLAGS.averaged_dir or os.path.join(FLAGS.output_dir, "averaged")
     averaging.check_target(FLAGS.output_dir, target)  # Before the work, which the target would refuse.
+    for path in paths:  # A checkpoint of another run's vocabulary would be averaged into garbage without a word.
+        runs.check_checkpoint_vocabulary(FLAGS.output_dir, path)
     earlier = (stored.load_record(target) or {}).get("averaged_checkpoints")
     model, _, _, _ = runs.load(FLAGS.output_dir, paths[-1], FLAGS.data_dir)
     averaging.average(model, paths)

@@ -50,18 +50,40 @@ def check_export(model, problem, data_dir, export_format):
 
 
 def write_export(model, problem, hparams, output_dir, step, data_dir, export_format, export_dir=None):
-    """Exports `model` in `export_format` (see the module docstring); returns the directory written."""
+    """Exports `model` in `export_format` (see the module docstring); returns the directory written.
+
+    The export is written under a temporary name beside its directory and renamed when whole: TensorFlow
+    Serving takes a new numbered directory under `export/` for a model to load, and a rerun refuses a directory
+    that is not empty. A failure (a full disk) leaves nothing behind, in one line.
+    """
     # pylint: disable=import-outside-toplevel
+    import sys
+
+    from t2t_relpos import files
+    from t2t_relpos.training import checkpoints
+
     path = export_dir or os.path.join(output_dir, _SUBDIRS[export_format], str(step))
-    _check_target(path)
-    if export_format == "ctranslate2":
-        from t2t_relpos.decoding import ctranslate2_export
+    _check_target(path)  # A directory there is empty: the rename replaces it.
+    what = "the SavedModel" if export_format == "saved_model" else "the CTranslate2 model"
+    with files.atomic_directory(path, what) as tmp:
+        try:
+            if export_format == "ctranslate2":
+                from t2t_relpos.decoding import ctranslate2_export
 
-        return ctranslate2_export.export(model, problem, path, data_dir)
-    from t2t_relpos.decoding import export
+                ctranslate2_export.export(model, problem, tmp, data_dir)
+            else:
+                from t2t_relpos.decoding import export
 
-    return export.export(model, problem, path, data_dir, beam_size=hparams.beam_size, alpha=hparams.alpha,
-                         extra_length=hparams.extra_length)
+                export.export(model, problem, tmp, data_dir, beam_size=hparams.beam_size, alpha=hparams.alpha,
+                              extra_length=hparams.extra_length)
+        except checkpoints.STORAGE_ERRORS as e:  # TensorFlow's (OSError is atomic_directory's).
+            raise checkpoints.storage_error(e, what, path) from None
+        except OSError as e:  # Named by the final path, not the temporary one.
+            raise files.storage_error(e, what, path) from None
+    if export_format == "saved_model" and checkpoints.read_as_pattern(path):
+        print(f"warning: TensorFlow reads the path of a SavedModel's variables as a glob pattern, and {path} holds "
+              "* ? [ or \\: load it through a path without them (e.g. a symbolic link)", file=sys.stderr, flush=True)
+    return path
 
 
 def _check_target(path):

@@ -59,9 +59,11 @@ def main(argv):  # pylint: disable=unused-argument
     common.import_tensorflow()
     # pylint: disable=import-outside-toplevel
     from t2t_relpos import errors
+    from t2t_relpos import files
     from t2t_relpos import locks
     from t2t_relpos import registry
     from t2t_relpos.hparams import stored
+    from t2t_relpos.training import schedules
     from t2t_relpos.training import strategy as strategy_lib
 
     common.import_usr_dir()
@@ -80,6 +82,7 @@ def main(argv):  # pylint: disable=unused-argument
         raise errors.T2TRelposError("--problem is required for a new run")
     problem = registry.problem(problem_name)
     problem.check_hparams(hparams)  # Before the run is written: a fixed command must not meet the bad value again.
+    schedules.check(hparams, FLAGS.train_steps)  # E.g. a rate of 0 * inf: refused before the run is written.
     registry.model(model_name)  # Fails early, with close matches, on an unknown name.
     for line in unread_overrides(hparams, model_name, FLAGS.hparams):
         print(f"t2t-relpos-trainer: warning: {line}", file=sys.stderr, flush=True)
@@ -87,6 +90,7 @@ def main(argv):  # pylint: disable=unused-argument
         # Only the chief writes the run (the others follow it); remote file systems have no advisory locks.
         return train(strategy, hparams, problem, model_name)
     common.make_output_dir(FLAGS.output_dir)
+    files.check_writable_directory(FLAGS.output_dir, "--output_dir")  # A read-only run: one line, not the lock's.
     try:
         with locks.hold(os.path.join(FLAGS.output_dir, LOCK_NAME)):
             return train(strategy, hparams, problem, model_name)
@@ -155,7 +159,7 @@ def train(strategy, hparams, problem, model_name):
         trainer.flush_summaries()
         common.fail("t2t-relpos-trainer", str(e), status=common.INTERRUPTED,
                     immediately=not strategy_lib.is_multi_worker(strategy))
-    except (trainer_lib.TrainingDiverged, trainer_lib.NoTrainingExamples) as e:
+    except (trainer_lib.TrainingDiverged, errors.T2TRelposError) as e:  # E.g. no example fits, a full disk.
         trainer.flush_summaries()  # The pipeline is stopped mid-stream, as above.
         status = common.USAGE_ERROR if isinstance(e, errors.T2TRelposError) else common.FAILED
         common.fail("t2t-relpos-trainer", str(e), status=status, immediately=not strategy_lib.is_multi_worker(strategy))
@@ -170,9 +174,10 @@ def train(strategy, hparams, problem, model_name):
         if mixed_precision:
             # Exported in float32 from the checkpoint just saved, as t2t-relpos-export would: the search's loop
             # state must keep one type, which float16 or bfloat16 activations do not.
+            from t2t_relpos.training import checkpoints
             from t2t_relpos.training import runs
 
-            model = runs.load(FLAGS.output_dir, trainer.manager.latest_checkpoint, FLAGS.data_dir)[0]
+            model = runs.load(FLAGS.output_dir, checkpoints.latest(trainer.manager), FLAGS.data_dir)[0]
         path = export_cli.write_export(model, problem, hparams, FLAGS.output_dir, trainer.step,
                                        FLAGS.data_dir, FLAGS.export_format)
         kind = "a SavedModel" if FLAGS.export_format == "saved_model" else "a CTranslate2 model"

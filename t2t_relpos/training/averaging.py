@@ -2,27 +2,33 @@
 
 Averaging the last checkpoints of a run smooths out the noise of the final updates; the paper averaged the
 last 20 checkpoints of its big models.
+
+The average is a directory of its own (weights, index, the run's description naming what was averaged), made
+under a temporary name and swapped in whole: a kill or a full disk while averaging again leaves the earlier
+average as it was, never a description of checkpoints beside weights that are not their average.
 """
 
 import collections
+import ctypes
+import errno
 import os
+import shutil
 
 from absl import logging
 import numpy as np
 import tensorflow as tf
 
 from t2t_relpos import errors
+from t2t_relpos import files
 from t2t_relpos.hparams import stored
 from t2t_relpos.training import checkpoints
 
 
 def last_checkpoints(output_dir, num_last):
     """The newest `num_last` checkpoint paths of a run, oldest first (fewer, with a warning, if it has fewer)."""
-    state = tf.train.get_checkpoint_state(output_dir)
-    if state is None or not state.all_model_checkpoint_paths:
+    paths = checkpoints.listed(output_dir)  # Relative entries of the index are joined to `output_dir`.
+    if not paths:
         raise errors.T2TRelposError(f"no checkpoints in {output_dir}")
-    # TensorFlow has already joined relative entries of the index to `output_dir`.
-    paths = list(state.all_model_checkpoint_paths)
     if num_last > len(paths):
         logging.warning("asked to average the last %d checkpoints but %s has only %d; averaging those",
                         num_last, output_dir, len(paths))
@@ -52,20 +58,83 @@ def write_averaged(model, source_dir, paths, averaged_dir):
 
     The checkpoint is numbered with the newest averaged step; the run's description (hparams, vocabulary)
     is copied along, with the names of the averaged checkpoints, so that
-    `t2t-relpos-decoder --output_dir=<averaged_dir>` works and says what it decodes.
+    `t2t-relpos-decoder --output_dir=<averaged_dir>` works and says what it decodes. The directory is written
+    under a temporary name beside `averaged_dir` and swapped in when whole (see the module's docstring).
+
+    Raises:
+        T2TRelposError: `averaged_dir` may not be written (see `check_target`), or the storage refused the
+            average (a full disk): one line; an earlier average is left as it was.
     """
     check_target(source_dir, averaged_dir)
-    tf.io.gfile.makedirs(averaged_dir)
+    step = checkpoints.step_of(paths[-1])
+    if "://" in averaged_dir:  # No renames of directories there: written in place, weights first.
+        _write_average(model, source_dir, paths, averaged_dir, step)
+        return os.path.join(averaged_dir, f"{checkpoints.CHECKPOINT_NAME}-{step}")
+    earlier = os.path.isdir(averaged_dir) and os.listdir(averaged_dir)
+    kept = "; the earlier average is left as it was" if earlier else ""
+    tmp = files.temporary_name(os.path.abspath(averaged_dir))
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        os.makedirs(tmp)
+        _write_average(model, source_dir, paths, tmp, step)
+        _replace_directory(tmp, averaged_dir)
+    except (OSError,) + checkpoints.STORAGE_ERRORS as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise checkpoints.storage_error(e, "the average", averaged_dir, kept.lstrip("; ") or None) from None
+    except errors.T2TRelposError as e:  # The description's writer says where: the temporary name.
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise errors.T2TRelposError(str(e).replace(os.path.join(tmp, ""), os.path.join(averaged_dir, "")) +
+                                    kept) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return os.path.join(averaged_dir, f"{checkpoints.CHECKPOINT_NAME}-{step}")
+
+
+def _write_average(model, source_dir, paths, directory, step):
+    """Writes the weights of `model` as checkpoint `step` of `directory` and, after them, the description."""
+    tf.io.gfile.makedirs(directory)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), checkpoints.tf_dir(directory),
+                                         max_to_keep=1, checkpoint_name=checkpoints.CHECKPOINT_NAME)
+    manager.save(checkpoint_number=step)
     record = stored.load_record(source_dir)
     if record is not None:
         hp, problem, model_name = stored.load(source_dir)
         details = {k: v for k, v in record.items() if k not in ("hparams_set", "problem", "model", "hparams")}
         # Names relative to the run, so that the record says when a checkpoint came from elsewhere.
         details["averaged_checkpoints"] = [_relative_to(p, source_dir) for p in paths]
-        stored.save(averaged_dir, hp, problem, model_name, **details)
-    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), averaged_dir, max_to_keep=1,
-                                         checkpoint_name=checkpoints.CHECKPOINT_NAME)
-    return manager.save(checkpoint_number=checkpoints.step_of(paths[-1]))
+        stored.save(directory, hp, problem, model_name, **details)
+
+
+def _replace_directory(new, path):
+    """Puts the directory `new` at `path`, which may hold an earlier one (removed): atomically where the system
+    can exchange two names (Linux's renameat2), else by two renames (a kill between them leaves the earlier
+    directory under a hidden name beside `path`, and the new one under `new`)."""
+    if not os.path.lexists(path):
+        os.rename(new, path)
+        return
+    if _exchange(new, path):
+        shutil.rmtree(new, ignore_errors=True)  # The earlier directory, now under the temporary name.
+        return
+    old = new + ".old"
+    os.rename(path, old)
+    os.rename(new, path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _exchange(a, b):
+    """Swaps the names `a` and `b` in one step; False where the system or file system cannot."""
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), b)
 
 
 def check_target(source_dir, averaged_dir):
@@ -85,7 +154,7 @@ def check_target(source_dir, averaged_dir):
         return
     record = stored.load_record(averaged_dir)
     if record is None or "averaged_checkpoints" not in record:
-        what = "a run" if tf.train.get_checkpoint_state(averaged_dir) else "files"
+        what = "a run" if checkpoints.listed(averaged_dir) else "files"
         raise errors.T2TRelposError(f"--averaged_dir={averaged_dir} holds {what} of its own, not an earlier "
                                     "average; name a new or empty directory")
 

@@ -5,23 +5,36 @@ killed mid-save resumes from the previous checkpoint; the partial files it leave
 at the next start. A checkpoint damaged afterwards (a full disk, a truncated copy) is skipped when training
 resumes, with a warning naming it; decoding or averaging it is an error that names its files. A checkpoint of
 another model (other shapes, weights missing or left over) is an error too, never loaded in part.
+
+A run's checkpoints are those its `checkpoint` index lists; a directory without the index (copied without it)
+has those its files show (`ckpt-<step>.index`), and the trainer writes the index again before it saves.
+
+TensorFlow reads a checkpoint's name as a glob pattern and deletes old checkpoints by pattern: in a directory
+such as `runs/exp[lr=2]` it found none of them, and kept every one. Such a directory is handed to TensorFlow
+under an alias without those characters (`tf_path`); messages name it as the user did.
 """
 
+import atexit
+import errno
 import gc
 import glob
 import os
 import re
 import shutil
 import tempfile
+import time
 
 from absl import logging
 from google.protobuf import text_format
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
+from tensorflow.python.training import checkpoint_state_pb2
 
 from t2t_relpos import errors
+from t2t_relpos import files
 
 CHECKPOINT_NAME = "ckpt"
+INDEX_NAME = "checkpoint"
 # What reading a truncated or corrupt checkpoint raises: IndexError ("Read less bytes than requested") for a
 # short data file, an OpError (DataLossError, NotFoundError, ...) for a damaged index or a missing file.
 UNREADABLE = (IndexError, tf.errors.OpError)
@@ -46,34 +59,160 @@ class CheckpointAccessError(errors.T2TRelposError):
     """A checkpoint the storage would not give back (unavailable, timed out, not permitted): maybe intact."""
 
 
+# -- paths TensorFlow can take -------------------------------------------------------------------------------
+# What TensorFlow's file matching (and fnmatch) reads as a pattern: `[lr=2]` is a class of one character.
+_GLOB_CHARACTERS = re.compile(r"[*?[\\]")
+_ALIASES = {}  # directory (absolute) -> (alias, (st_dev, st_ino) of the directory it was made for)
+_LINKS = []  # The temporary directory of the aliases, where there is no /proc.
+
+
+def read_as_pattern(path):
+    """Whether TensorFlow would read the checkpoint path `path` (or files under it) as a glob pattern."""
+    return "://" not in path and bool(_GLOB_CHARACTERS.search(os.path.abspath(path)))
+
+
+def tf_path(path):
+    """The checkpoint prefix `path` as TensorFlow's checkpoint functions can take it: itself, or, where its
+    directory's name holds a glob character (`* ? [ \\`), the same file through an alias of the directory.
+
+    The alias is `/proc/self/fd/<n>`, a descriptor of the directory that this process keeps open (where there is
+    no /proc, a symbolic link in a temporary directory removed at exit); it names the directory for as long as
+    the process runs, even if the directory is renamed.
+    """
+    if "://" in path or not _GLOB_CHARACTERS.search(path):
+        return path
+    directory, name = os.path.split(os.path.abspath(path))
+    if _GLOB_CHARACTERS.search(name):
+        raise errors.T2TRelposError(f"checkpoint {path}: TensorFlow reads a checkpoint's name as a glob pattern "
+                                    "and this one holds * ? [ or \\; rename its files")
+    return os.path.join(tf_dir(directory), name)
+
+
+def tf_dir(directory):
+    """The directory `directory` as TensorFlow's checkpoint functions can take it (see `tf_path`); a directory
+    that does not exist (yet) is returned as it is."""
+    if "://" in directory or not _GLOB_CHARACTERS.search(directory) or not os.path.isdir(directory):
+        return directory
+    directory = os.path.abspath(directory)
+    status = os.stat(directory)
+    identity = (status.st_dev, status.st_ino)
+    known = _ALIASES.get(directory)
+    if known is None or known[1] != identity:  # New, or another directory under the same name since.
+        # An earlier descriptor stays open: an alias handed out before must not come to name another file.
+        known = _ALIASES[directory] = (_alias(directory), identity)
+    return known[0]
+
+
+def _alias(directory):
+    if os.path.isdir("/proc/self/fd"):
+        return f"/proc/self/fd/{os.open(directory, os.O_RDONLY | os.O_DIRECTORY)}"
+    if not _LINKS:
+        _LINKS.append(tempfile.mkdtemp(prefix="t2t_relpos_paths_"))
+        atexit.register(shutil.rmtree, _LINKS[0], True)
+    link = os.path.join(_LINKS[0], str(len(os.listdir(_LINKS[0]))))
+    os.symlink(directory, link)
+    return link
+
+
+def user_path(path):
+    """`path` with an alias made by `tf_path` replaced by the directory it stands for (for messages)."""
+    for directory, (alias, _) in _ALIASES.items():
+        if path == alias or path.startswith(alias + os.sep):
+            return directory + path[len(alias):]
+    return path
+
+
+def _shown(text):
+    """A message of TensorFlow's with the aliases in it replaced by the directories they stand for."""
+    for directory, (alias, _) in _ALIASES.items():
+        text = re.sub(re.escape(alias) + r"(?=/|\b|$)", lambda _, d=directory: d, text)
+    return text
+
+
+# -- finding and writing checkpoints ---------------------------------------------------------------------------
+def listed(directory):
+    """The checkpoints of the run in `directory`, oldest first: those its `checkpoint` index lists, or, where it
+    has no index, those whose files (`ckpt-<step>.index`) are there; [] when it has none."""
+    state = tf.train.get_checkpoint_state(directory)
+    if state is not None and state.model_checkpoint_path:
+        return list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
+    return _found(directory)
+
+
+def latest_checkpoint(directory):
+    """The newest checkpoint of the run in `directory` (see `listed`), or None."""
+    paths = listed(directory)
+    return paths[-1] if paths else None
+
+
+def _found(directory):
+    """The checkpoints whose files are in `directory`, by step, oldest first (none where it is not a directory)."""
+    try:
+        names = tf.io.gfile.listdir(directory)
+    except tf.errors.OpError:
+        return []
+    steps = sorted(int(m.group(1)) for m in (re.fullmatch(re.escape(CHECKPOINT_NAME) + r"-(\d+)\.index", name)
+                                               for name in names) if m)
+    return [os.path.join(directory, f"{CHECKPOINT_NAME}-{step}") for step in steps]
+
+
 def remove_partial_saves(directory):
     """Deletes the temporary files of a save that was interrupted."""
-    for path in glob.glob(os.path.join(directory, f"{CHECKPOINT_NAME}-*_temp*")):
+    for path in glob.glob(os.path.join(glob.escape(directory), f"{CHECKPOINT_NAME}-*_temp*")):
         _remove(path)
 
 
 def make_manager(checkpoint, directory, max_to_keep, is_chief=True):
     """A `tf.train.CheckpointManager` of a `tf.train.Checkpoint(model=..., optimizer=...)`, numbered by the
-    optimizer's step.
+    optimizer's step. Read its newest checkpoint with `latest(manager)` (the manager's own names a directory
+    by its alias where the name holds a glob character).
 
     Non-chief workers of a multi-worker run must save too (saving is collective) but into a scratch
     directory of their own, which `save` removes after every save (TensorFlow's advice for workers).
     """
+    shown = directory
     if not is_chief:
-        directory = tempfile.mkdtemp(prefix="t2t_relpos_worker_ckpt_")
+        directory = shown = tempfile.mkdtemp(prefix="t2t_relpos_worker_ckpt_")
         os.rmdir(directory)  # `save` makes it when it needs it; a run never leaves it behind.
         max_to_keep = 1
     else:
-        tf.io.gfile.makedirs(directory)
+        try:
+            tf.io.gfile.makedirs(directory)
+        except tf.errors.OpError as e:
+            raise storage_error(e, "checkpoints", directory) from None
         remove_partial_saves(directory)
-    return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep,
-                                      checkpoint_name=CHECKPOINT_NAME, step_counter=checkpoint.optimizer.iterations)
+        directory = tf_dir(directory)
+    manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep,
+                                         checkpoint_name=CHECKPOINT_NAME, step_counter=checkpoint.optimizer.iterations)
+    manager.t2t_relpos_directory = shown
+    return manager
+
+
+def latest(manager):
+    """The newest checkpoint `manager` saved or found, named as the user named its directory; or None."""
+    path = manager.latest_checkpoint
+    shown = getattr(manager, "t2t_relpos_directory", None)
+    return os.path.join(shown, os.path.basename(path)) if path and shown else path
 
 
 def save(manager, step, is_chief=True):
-    """Saves a checkpoint of `step`; a non-chief worker's copy is deleted at once (nobody reads it)."""
+    """Saves a checkpoint of `step`; a non-chief worker's copy is deleted at once (nobody reads it).
+
+    Raises:
+        T2TRelposError: the storage refused it (a full disk, a read-only file system): one line that says the
+            newest checkpoint is still the previous one. The save's partial files are removed.
+    """
     if is_chief:
-        return manager.save(checkpoint_number=step)
+        try:
+            manager.save(checkpoint_number=step)
+        except (OSError,) + STORAGE_ERRORS as e:
+            remove_partial_saves(manager.t2t_relpos_directory)
+            where = os.path.join(manager.t2t_relpos_directory, f"{CHECKPOINT_NAME}-{step}")
+            before = latest(manager)
+            then = f"the newest checkpoint is still {before}" if before else "no checkpoint was written"
+            raise storage_error(e, f"the checkpoint of step {step}", where,
+                                f"{then}; rerun the same command to resume once there is room") from None
+        return latest(manager)
     os.makedirs(manager.directory, exist_ok=True)
     try:
         return manager.save(checkpoint_number=step)
@@ -81,26 +220,57 @@ def save(manager, step, is_chief=True):
         shutil.rmtree(manager.directory, ignore_errors=True)
 
 
+# Errors of writing that the storage causes (TensorFlow's, for a full disk, a read-only or a vanished directory).
+STORAGE_ERRORS = (tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError, tf.errors.NotFoundError,
+                  tf.errors.FailedPreconditionError, tf.errors.UnknownError, tf.errors.InternalError,
+                  tf.errors.DataLossError)
+_TF_REASONS = {"No space left on device": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT,
+               "Read-only file system": errno.EROFS, "Permission denied": errno.EACCES}
+
+
+def storage_error(exc, what, path, then=None):
+    """`files.storage_error` for TensorFlow's errors too (whose message holds the reason, not an errno), with
+    `then` (what is left, what to do) after it."""
+    if isinstance(exc, tf.errors.OpError):
+        text = _shown(exc.message)
+        code = next((code for phrase, code in _TF_REASONS.items() if phrase in text), None)
+        detail = re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:\w+\]", "", _first_line(text))
+        exc = OSError(code, os.strerror(code) if code else detail)
+    error = files.storage_error(exc, what, path)
+    return errors.T2TRelposError(f"{error}; {then}") if then else error
+
+
 def restore_latest(checkpoint, directory, is_chief=True):
     """Restores the newest readable checkpoint of `directory` into `checkpoint`; returns its path or None.
 
     An unreadable newer checkpoint is skipped with a warning that names it, and (by the chief) dropped from
     the `checkpoint` index so that averaging and decoding do not pick it up; its files stay until a save of
-    the same step replaces them. Every worker restores from the run's directory, even those whose manager
-    saves elsewhere. Call it before making the run's manager, which reads the index.
+    the same step replaces them. A directory without the index (copied without it) resumes from the newest
+    checkpoint its files show, and the chief writes the index of them, so that the manager goes on numbering
+    after them and deletes the oldest in turn, instead of saving over them from step 0. Every worker restores
+    from the run's directory, even those whose manager saves elsewhere. Call it before making the run's
+    manager, which reads the index.
 
     Raises:
         UnreadableCheckpointError: when the run has checkpoints and none of them is readable.
     """
     state = tf.train.get_checkpoint_state(directory)
     if state is None or not state.model_checkpoint_path:
-        return None
-    paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
+        paths = _found(directory)
+        if not paths:
+            return None
+        logging.warning("%s has no %s index; its checkpoints are found by their files: %s", directory, INDEX_NAME,
+                        ", ".join(os.path.basename(p) for p in paths))
+        state = _state(paths, [tf.io.gfile.stat(p + ".index").mtime_nsec / 1e9 for p in paths])
+        indexed = False
+    else:
+        paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
+        indexed = True
     unreadable = []
     for path in reversed(paths):
         try:
             _check_loss_scaling(checkpoint, path)
-            _restore(lambda path=path: checkpoint.restore(path).assert_existing_objects_matched(), path)
+            _restore(lambda path=path: checkpoint.restore(tf_path(path)).assert_existing_objects_matched(), path)
         except UnreadableCheckpointError as e:
             unreadable.append(e)
             logging.warning("%s; resuming from an older checkpoint", e)
@@ -115,11 +285,19 @@ def restore_latest(checkpoint, directory, is_chief=True):
             raise
         if getattr(checkpoint, "model", None) is not None:  # A run's checkpoint (tests restore others too).
             _check_no_extra_weights(checkpoint.model, path)
-        if unreadable and is_chief:
+        if (unreadable or not indexed) and is_chief:
             _forget(directory, state, {u.path for u in unreadable}, path)
         return path
     raise errors.T2TRelposError(f"no checkpoint of {directory} is readable ({unreadable[0]}); move them away "
                                 "to start afresh")
+
+
+def _state(paths, timestamps):
+    """A CheckpointState proto (what the `checkpoint` index holds) of `paths`, saved at `timestamps`."""
+    state = checkpoint_state_pb2.CheckpointState(model_checkpoint_path=paths[-1], last_preserved_timestamp=time.time())
+    state.all_model_checkpoint_paths.extend(paths)
+    state.all_model_checkpoint_timestamps.extend(timestamps)
+    return state
 
 
 def _forget(directory, state, dropped, latest):
@@ -133,10 +311,19 @@ def _forget(directory, state, dropped, latest):
     del state.all_model_checkpoint_timestamps[:]
     state.all_model_checkpoint_paths.extend(os.path.basename(p) for p, _ in kept)
     state.all_model_checkpoint_timestamps.extend(t for _, t in kept)
-    index = os.path.join(directory, "checkpoint")
-    with tf.io.gfile.GFile(index + ".tmp", "w") as f:
-        f.write(text_format.MessageToString(state))
-    tf.io.gfile.rename(index + ".tmp", index, overwrite=True)
+    write_index(directory, state)
+
+
+def write_index(directory, state):
+    """Writes the `checkpoint` index of `directory` (a CheckpointState proto) whole or not at all."""
+    index, text = os.path.join(directory, INDEX_NAME), text_format.MessageToString(state)
+    if "://" in directory:
+        with tf.io.gfile.GFile(index + ".tmp", "w") as f:
+            f.write(text)
+        tf.io.gfile.rename(index + ".tmp", index, overwrite=True)
+        return
+    with files.atomic_write(index, what="the checkpoint index") as f:
+        f.write(text)
 
 
 def step_of(path):
@@ -154,8 +341,8 @@ def restore_model(model, path):
     if tf.io.gfile.isdir(path) or not tf.io.gfile.exists(path + ".index"):
         raise errors.T2TRelposError(f"checkpoint {path} does not exist (a checkpoint is named by the prefix of "
                                     "its files, e.g. runs/x/ckpt-1000)")
-    _restore(lambda: tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched(),
-             path)
+    _restore(lambda: tf.train.Checkpoint(model=model).restore(tf_path(path)).expect_partial()
+             .assert_existing_objects_matched(), path)
     _check_no_extra_weights(model, path)
 
 
@@ -225,7 +412,7 @@ def _check_no_extra_weights(model, path):
 
 def _object_graph(path):
     graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(tf.train.load_checkpoint(path).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    graph.ParseFromString(tf.train.load_checkpoint(tf_path(path)).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
     return graph
 
 
@@ -278,5 +465,5 @@ def _remove(path):
 
 
 def _first_line(error):
-    text = str(error).strip().splitlines()
+    text = _shown(str(error)).strip().splitlines()
     return text[0] if text else type(error).__name__

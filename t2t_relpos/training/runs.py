@@ -43,15 +43,36 @@ def load(output_dir, checkpoint_path=None, data_dir=None):
     """
     record = load_record(output_dir)
     hparams, problem_name, model_name = stored.load(output_dir)
-    path = checkpoint_path or tf.train.latest_checkpoint(output_dir)
+    path = checkpoint_path or checkpoints.latest_checkpoint(output_dir)
     if not path:
         raise errors.T2TRelposError(f"no checkpoint in {output_dir}; train first or pass --checkpoint_path")
+    check_checkpoint_vocabulary(output_dir, path)
     problem = _registered(registry.problem, problem_name, record)
     _registered(registry.model, model_name or hparams.model, record)
     stored.check_vocabulary(output_dir, problem.vocabulary(data_dir), data_dir)
     model = trainer.build_model(hparams, problem, data_dir, model_name)
     checkpoints.restore_model(model, path)
     return model, problem, hparams, os.path.abspath(path)
+
+
+def check_checkpoint_vocabulary(output_dir, checkpoint_path):
+    """Raises `DataError` when `checkpoint_path` lies in another run's directory (or an average's) whose
+    `hparams.json` records other vocabularies than the run in `output_dir`: its weights stand for other tokens,
+    and would decode fluent garbage (or average into it) without an error. A checkpoint without a run's record
+    beside it is not checked."""
+    directory = os.path.dirname(checkpoint_path) or "."
+    if "://" not in checkpoint_path and os.path.realpath(directory) == os.path.realpath(output_dir):
+        return
+    theirs = stored.load_record(directory) if tf.io.gfile.isdir(directory) else None
+    if theirs is None:
+        return
+    difference = stored.vocabulary_difference(load_record(output_dir).get("vocabulary"), theirs.get("vocabulary"))
+    if difference:
+        feature, ours, other = difference
+        raise errors.DataError(
+            f"checkpoint {checkpoint_path} is of a run trained with another {feature} vocabulary "
+            f"({stored.describe(other)}) than the run in {output_dir} ({stored.describe(ours)}): its ids stand for "
+            f"other tokens; use it with --output_dir={directory}")
 
 
 def _registered(lookup, name, record):

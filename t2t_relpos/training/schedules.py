@@ -1,5 +1,7 @@
 """Learning-rate schedules, chosen by the `learning_rate_schedule` hparam; add one with `@register`."""
 
+import math
+
 import keras
 from keras import ops
 
@@ -29,6 +31,25 @@ def from_hparams(hparams):
     return _SCHEDULES[name](hparams)
 
 
+def check(hparams, train_steps=None):
+    """Raises `HParamsError` where the hparams' schedule gives no finite rate >= 0 at its first step, at the end
+    of its warm-up or at `train_steps` (default: the hparams'): the trainer calls it before it writes the run, so
+    that a value the schedule cannot take is refused in one line instead of failing at the first step."""
+    schedule = from_hparams(hparams)
+    name = hparams.learning_rate_schedule
+    warmup = max(int(hparams.get("learning_rate_warmup_steps", 0)), 0)
+    last = train_steps if train_steps is not None else hparams.get("train_steps", 1)
+    for step in sorted({0, max(warmup - 1, 0), warmup, max(int(last) - 1, 0)}):
+        try:
+            rate = float(schedule(step))
+        except (ArithmeticError, ValueError, TypeError) as e:
+            raise errors.HParamsError(f"learning_rate_schedule={name!r} cannot be computed at step {step + 1} with "
+                                      f"these hparams ({type(e).__name__}: {e})") from None
+        if not (math.isfinite(rate) and rate >= 0.0):
+            raise errors.HParamsError(f"learning_rate_schedule={name!r} gives a learning rate of {rate} at step "
+                                      f"{step + 1} with these hparams; it must be finite and >= 0")
+
+
 class _Schedule(keras.optimizers.schedules.LearningRateSchedule):
     """Base: subclasses define `value(step)`, where the first update is step 1."""
 
@@ -47,7 +68,8 @@ class _Schedule(keras.optimizers.schedules.LearningRateSchedule):
 class NoamSchedule(_Schedule):
     """The paper's schedule: d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (times `multiplier`).
 
-    Linear warm-up to its peak at `warmup_steps`, then inverse square-root decay.
+    Linear warm-up to its peak at `warmup_steps`, then inverse square-root decay. `warmup_steps=0` is no
+    warm-up: inverse square-root decay from the first step, as in tensor2tensor (whose warmup^-1.5 was infinite).
     """
 
     def __init__(self, hidden_size, multiplier=1.0, warmup_steps=4000):
@@ -55,6 +77,8 @@ class NoamSchedule(_Schedule):
         self.hidden_size = int(hidden_size)
 
     def value(self, step):
+        if self.warmup_steps <= 0:
+            return self.hidden_size ** -0.5 * ops.rsqrt(step)
         return self.hidden_size ** -0.5 * ops.minimum(ops.rsqrt(step), step * self.warmup_steps ** -1.5)
 
     def get_config(self):

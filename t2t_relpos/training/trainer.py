@@ -297,17 +297,20 @@ class Trainer:
                 step = self.step
                 if not math.isfinite(stats["loss_sum"]):
                     raise TrainingDiverged(step, f"the loss became {stats['loss_sum']}",
-                                           self.manager.latest_checkpoint)
+                                           checkpoints.latest(self.manager))
                 if self.is_chief and (step % self.log_every == 0 or step == train_steps):
                     self._write_summaries("train", window.latest(), step, learning_rate=self.learning_rate())
                 progress.update(step, window, self.learning_rate())
                 if self._stop_signal is not None:
                     path = self._save(step)
                     raise TrainingInterrupted(step, path)
+                saved = None
                 if step % self.checkpoint_every == 0 or step == train_steps:
-                    self._save(step)
+                    saved = self._save(step)
                 if step == train_steps or (self.eval_every and step % self.eval_every == 0):
                     metrics = self.evaluate()
+                    if self._stop_signal is not None:  # It stopped between batches, without metrics.
+                        raise TrainingInterrupted(step, saved or self._save(step))
                     progress.note("eval " + _format(metrics))
         except _PEER_ERRORS as e:  # In a step or a (collective) save.
             if not strategy_lib.is_multi_worker(self.strategy):
@@ -340,7 +343,11 @@ class Trainer:
 
     # -- evaluation --------------------------------------------------------------------------------------
     def evaluate(self, split="eval", max_batches=None):
-        """Teacher-forced metrics on a split: loss, accuracy, accuracy_per_sequence, neg_log_perplexity, ..."""
+        """Teacher-forced metrics on a split: loss, accuracy, accuracy_per_sequence, neg_log_perplexity, ...
+
+        A stop asked for during training (SIGINT/SIGTERM) ends it between batches, with no metrics: a whole
+        evaluation split may take longer than a scheduler waits after its SIGTERM.
+        """
         max_batches = self.eval_steps if max_batches is None else max_batches
         if self._eval_step is None:
             self._eval_step = tf.function(self._evaluate_batch, reduce_retracing=True)
@@ -350,10 +357,12 @@ class Trainer:
         totals = {}
         first = None
         for batch in dataset:
+            if self._stop_signal is not None:
+                return {}
             first = batch if first is None else first
             for name, value in self._eval_step(batch).items():
                 totals[name] = totals.get(name, 0.0) + value.numpy()
-        if not totals:
+        if not totals or self._stop_signal is not None:
             return {}
         metrics = {name[:-4]: totals[name] / max(totals[name[:-4] + "_den"], 1.0)
                    for name in totals if name.endswith("_num")}
@@ -393,22 +402,36 @@ class Trainer:
 
     # -- summaries and signals ---------------------------------------------------------------------------
     def flush_summaries(self):
-        """Writes out the TensorBoard summaries buffered so far (before a process ends without cleaning up)."""
-        for writer in self._writers.values():
-            writer.flush()
+        """Writes out the TensorBoard summaries buffered so far (before a process ends without cleaning up); a
+        storage that refuses them (a full disk) costs them, with a warning, not the message of why the run ends."""
+        for kind, writer in self._writers.items():
+            try:
+                writer.flush()
+            except (OSError,) + checkpoints.STORAGE_ERRORS as e:
+                print(f"warning: {checkpoints.storage_error(e, 'the summaries', f'{self.output_dir}/{kind}')}",
+                      file=sys.stderr, flush=True)
 
     def _write_summaries(self, kind, values, step, **extra):
-        if kind not in self._writers:
-            self._writers[kind] = tf.summary.create_file_writer(f"{self.output_dir}/{kind}")
-        with self._writers[kind].as_default(step=step):
-            for name, value in {**values, **extra}.items():
-                tf.summary.scalar(name, value)
+        try:
+            if kind not in self._writers:
+                self._writers[kind] = tf.summary.create_file_writer(f"{self.output_dir}/{kind}")
+            with self._writers[kind].as_default(step=step):
+                for name, value in {**values, **extra}.items():
+                    tf.summary.scalar(name, value)
+        except (OSError,) + checkpoints.STORAGE_ERRORS as e:
+            raise checkpoints.storage_error(e, "the TensorBoard summaries", f"{self.output_dir}/{kind}",
+                                            self._unsaved()) from None
+
+    def _unsaved(self):
+        latest = checkpoints.latest(self.manager)
+        return (f"the newest checkpoint is {latest}" if latest else "no checkpoint was written") + \
+            "; rerun the same command to resume once there is room"
 
     def _save(self, step):
         """Saves a checkpoint of `step`, unless the weights are no longer finite (a loss can still be finite
         after the update that broke them): a run must never resume from, decode or average such weights."""
         if not all(bool(tf.reduce_all(tf.math.is_finite(w))) for w in self.model.trainable_weights):
-            raise TrainingDiverged(step, "the weights stopped being finite", self.manager.latest_checkpoint)
+            raise TrainingDiverged(step, "the weights stopped being finite", checkpoints.latest(self.manager))
         return checkpoints.save(self.manager, step, self.is_chief)
 
     def _catch_signals(self):
