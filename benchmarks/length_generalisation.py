@@ -2,12 +2,17 @@
 
     .venv/bin/python benchmarks/length_generalisation.py [--tasks identity,reverse,addition]
         [--models transformer,transformer_rel,...] [--train_steps 3000] [--num_samples 200] [--report_only]
-        [--write] [--record]
+        [--seeds 1,2] [--offsets none|random|random:400|shared:400|step] [--write] [--record]
 
 Each (task, model) pair trains with `t2t-relpos-trainer` on decimal strings of length <= 40
 (`algorithmic_<task>_decimal40`) for the same number of steps, then `t2t-relpos-decoder --decode_split=eval`
 greedily decodes the first `--num_samples` evaluation strings (lengths 1-400, uniform) and reports char and
-sequence accuracy. Runs live in `--work_dir` (kept: a finished pair's `result.json` is reused when its steps and
+sequence accuracy. `--offsets` trains with position offsets (`position_start_index`, the paper's randomized
+offsets): "random" is tensor2tensor's (an offset in [0, the batch's length) drawn anew for the encoder, the
+decoder and every recurrent step), "random:N" the same in [0, N), "shared:N" one offset in [0, N) per batch for
+all of them, "step" tensor2tensor's step-wise offsets (Universal Transformers only). Relative models do not read
+offsets and train as without them. `--seeds` trains each pair with each seed; the table then gives every seed's
+row and the mean +- std over seeds. Runs live in `--work_dir` (kept: a finished pair's `result.json` is reused when its steps and
 samples match; an unfinished one resumes from its checkpoint). `--jobs 2` runs two pairs at once, each with
 TensorFlow on one thread (a core each on a two-core machine). `--report_only` trains nothing: it tabulates the
 pairs finished so far and names the others with their latest checkpoint's step (long runs span sessions). The paper's figures (Transformer and UT, trained far longer at base size) are printed
@@ -66,9 +71,50 @@ def length_buckets(text):
     return buckets
 
 
+OFFSETS = {  # --offsets -> (hparams overrides, the run name's suffix); N fills in the range.
+    "none": ("", ""),
+    "random": ("position_start_index=random", "_offsets_random"),
+    "random:N": ("position_start_index=random,max_position_offset={n}", "_offsets_random{n}"),
+    "shared:N": ("position_start_index=random,position_offset_shared=true,max_position_offset={n}",
+                 "_offsets_shared{n}"),
+    "step": ("position_start_index=step", "_offsets_step"),
+}
+
+
+def offsets_setting(text, model):
+    """(hparams overrides, run-name suffix) of `--offsets text` for `model` (nothing for relative models)."""
+    kind, _, n = text.partition(":")
+    key = f"{kind}:N" if n else kind
+    if key not in OFFSETS or (n and not n.isdigit()):
+        raise SystemExit(f"error: --offsets={text}: one of none, random, random:N, shared:N, step")
+    if model.endswith("_rel") or kind == "none":
+        return "", ""
+    if kind == "step" and not model.startswith(("universal", "adaptive")):
+        raise SystemExit(f"error: --offsets=step is for Universal Transformers, not {model}")
+    overrides, suffix = OFFSETS[key]
+    return overrides.format(n=n), suffix.format(n=n)
+
+
+def run_name(task, model, args, seed=None):
+    """The pair's run directory name: seed 1 without offsets keeps the name of the runs before seeds."""
+    seed = getattr(args, "seed", 1) if seed is None else seed
+    return (f"{task}_{model}" + offsets_setting(getattr(args, "offsets", "none"), model)[1]
+            + (f"_s{seed}" if seed != 1 else ""))
+
+
+def with_seed(args, seed):
+    """`args` for one seed of the run (the functions below read `args.seed`)."""
+    return argparse.Namespace(**{**vars(args), "seed": seed})
+
+
+def _keys(key):
+    """(task, model, seed) of a results key: (task, model) is seed 1."""
+    return (*key, 1) if len(key) == 2 else tuple(key)
+
+
 def finished(task, model, args):
     """The saved result of a pair trained and decoded with these `--train_steps` and `--num_samples`, or None."""
-    saved = os.path.join(args.work_dir, f"{task}_{model}", "result.json")
+    saved = os.path.join(args.work_dir, run_name(task, model, args), "result.json")
     if not os.path.exists(saved):
         return None
     with open(saved, encoding="utf-8") as f:
@@ -84,13 +130,13 @@ def _setting(args):
 def checkpoint_step(task, model, args):
     """The step of an unfinished pair's latest checkpoint (0 if none): how far a resumable run has got."""
     found = re.search(r'model_checkpoint_path: "ckpt-(\d+)"', _read(os.path.join(
-        args.work_dir, f"{task}_{model}", "checkpoint")))
+        args.work_dir, run_name(task, model, args), "checkpoint")))
     return int(found.group(1)) if found else 0
 
 
 def run_one(task, model, args):
     """Trains and decodes one pair; returns (char accuracy, seq accuracy, seconds, ponder time or None)."""
-    run_dir = os.path.join(args.work_dir, f"{task}_{model}")
+    run_dir = os.path.join(args.work_dir, run_name(task, model, args))
     log = run_dir + ".log"
     saved = os.path.join(run_dir, "result.json")
     previous = finished(task, model, args)
@@ -99,12 +145,14 @@ def run_one(task, model, args):
     threads = 1 if args.jobs > 1 else 0
     # Checkpoints every 1000 steps: a run stopped midway resumes (raising --train_steps continues it too), and
     # its training time is the total over the invocations that trained it.
+    overrides = offsets_setting(getattr(args, "offsets", "none"), model)[0]
     with common.RunClock(run_dir) as clock:
         trained = common.run_cli(
             "trainer", f"--problem=algorithmic_{task}_decimal40", f"--hparams_set={MODELS[model]}",
+            *([f"--hparams={overrides}"] if overrides else []),
             f"--output_dir={run_dir}", f"--train_steps={args.train_steps}", "--eval_steps=4",
-            f"--checkpoint_every={min(1000, args.train_steps)}", "--log_every=500", "--seed=1", log=log,
-            threads=threads)
+            f"--checkpoint_every={min(1000, args.train_steps)}", "--log_every=500",
+            f"--seed={getattr(args, 'seed', 1)}", log=log, threads=threads)
     began = time.perf_counter()
     decoded = common.run_cli(
         "decoder", f"--output_dir={run_dir}", "--decode_split=eval",
@@ -127,7 +175,7 @@ def _read(path):
 
 
 def _log_of(task, model, args):
-    return _read(os.path.join(args.work_dir, f"{task}_{model}.log"))
+    return _read(os.path.join(args.work_dir, run_name(task, model, args) + ".log"))
 
 
 def _buckets_of(task, model, args):
@@ -145,29 +193,67 @@ def training_curve(task, model, args):
 
     The progress lines reach the pair's log only when the trainer ends; the events show a run still training.
     """
-    return common.event_scalars(os.path.join(args.work_dir, f"{task}_{model}", "train"), "accuracy")
+    return common.event_scalars(os.path.join(args.work_dir, run_name(task, model, args), "train"), "accuracy")
 
 
 def curve_table(pairs, args, steps):
-    """Training accuracy at the given steps, one row per pair (empty where a run has not got there)."""
-    curves = {pair: training_curve(*pair, args) for pair in pairs}
-    rows = [[TASKS[task], model] + [f"{curves[task, model][s]:.2f}" if s in curves[task, model] else ""
-                                    for s in steps] for task, model in pairs]
-    return common.markdown_table(["task", "model", *(f"step {s}" for s in steps)], rows, align="ll" + "r" * len(steps))
+    """Training accuracy at the given steps, one row per pair and seed (empty where a run has not got there)."""
+    rows = []
+    for key in pairs:
+        task, model, seed = _keys(key)
+        curve = training_curve(task, model, with_seed(args, seed))
+        rows.append([TASKS[task], model, str(seed)] + [f"{curve[s]:.2f}" if s in curve else "" for s in steps])
+    return common.markdown_table(["task", "model", "seed", *(f"step {s}" for s in steps)], rows,
+                                 align="llr" + "r" * len(steps))
+
+
+def spread(values):
+    """"mean +- std (n)" of a list of numbers (the sample standard deviation; a lone value is shown alone)."""
+    if len(values) == 1:
+        return f"{values[0]:.2f} (1 seed)"
+    mean = sum(values) / len(values)
+    std = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+    return f"{mean:.2f} +- {std:.2f} ({len(values)} seeds)"
+
+
+def seed_summary(results, args):
+    """Per pair, the mean +- std over seeds of char accuracy at 201-400 and overall (a table), or "" for 1 seed."""
+    by_pair = {}
+    for key, (char, seq, _, _) in results.items():
+        task, model, seed = _keys(key)
+        far = length_buckets(_log_of(task, model, with_seed(args, seed))).get(SHOWN_BUCKETS[-1])
+        by_pair.setdefault((task, model), []).append((seed, char, seq, far))
+    if all(len(runs) == 1 for runs in by_pair.values()):
+        return ""
+    rows = []
+    for (task, model), runs in by_pair.items():
+        far = [r[3][0] for r in runs if r[3] is not None]
+        rows.append([TASKS[task], model, ",".join(str(r[0]) for r in sorted(runs)),
+                     spread(far) if far else "", spread([r[1] for r in runs]), spread([r[2] for r in runs])])
+    return common.markdown_table(["task", "model", "seeds", f"char acc, length {SHOWN_BUCKETS[-1]}", "char acc",
+                                  "seq acc"], rows, align="llrrrr")
 
 
 def report(results, args, seconds, unfinished=()):
     """The README section; `unfinished` (pairs without a result at these steps) are named below the table."""
     rows = []
-    for (task, model), (char, seq, took, ponder) in results.items():
+    for key, (char, seq, took, ponder) in results.items():
+        task, model, seed = _keys(key)
+        seed_args = with_seed(args, seed)
         paper = PAPER.get(model.replace("_rel", "").replace("adaptive_", ""), {}).get(task)
-        buckets = _buckets_of(task, model, args)
+        buckets = _buckets_of(task, model, seed_args)
         shown = [f"{buckets[b][0]:.2f}" if b in buckets else "" for b in SHOWN_BUCKETS]
-        rows.append([TASKS[task], model, _training_accuracy(task, model, args), *shown, f"{char:.2f}", f"{seq:.2f}",
-                     f"{paper[0]:.2f} / {paper[1]:.2f}" if paper else "", "" if ponder is None else f"{ponder:.2f}",
-                     f"{took / 60:.1f}"])
-    headers = ["task", "model", "train acc", *(f"char acc, length {b}" for b in SHOWN_BUCKETS), "char acc", "seq acc",
-               "paper (char / seq)", "ponder (enc.)", "minutes"]
+        rows.append([TASKS[task], model, str(seed), _training_accuracy(task, model, seed_args), *shown,
+                     f"{char:.2f}", f"{seq:.2f}", f"{paper[0]:.2f} / {paper[1]:.2f}" if paper else "",
+                     "" if ponder is None else f"{ponder:.2f}", f"{took / 60:.1f}"])
+    headers = ["task", "model", "seed", "train acc", *(f"char acc, length {b}" for b in SHOWN_BUCKETS), "char acc",
+               "seq acc", "paper (char / seq)", "ponder (enc.)", "minutes"]
+    offsets = getattr(args, "offsets", "none")
+    offsets_note = ("" if offsets == "none" else
+                    f" Trained with position offsets `--offsets={offsets}` (hparams "
+                    f"`{OFFSETS[offsets.split(':')[0] + (':N' if ':' in offsets else '')][0].format(n=offsets.partition(':')[2])}`"
+                    "; relative models do not read them).")
+    summary = seed_summary(results, args)
     return "\n".join([
         "## " + (getattr(args, "title", None) or "Length generalisation (UT paper, Table 4 protocol)"), "",
         f"`{common.command_line()}` — {common.today()}, " + (
@@ -183,11 +269,13 @@ def report(results, args, seconds, unfinished=()):
         f"{', each on one TensorFlow thread' if args.jobs > 1 else ''}; minutes: the pair's wall time (training "
         "over all the invocations that trained it, and the last decoding). The paper's "
         "rows are its base-size models trained to convergence: a reference for the trend, not a like-for-like "
-        "comparison.", "",
-        common.markdown_table(headers, rows, align="llrrrrrrrr")] + ([
+        "comparison." + offsets_note, "",
+        common.markdown_table(headers, rows, align="llrrrrrrrrr")] + (
+            ["", "Over seeds (mean +- sample std):", "", summary] if summary else []) + ([
             "", "Not finished (resumable; their latest checkpoints): " + ", ".join(
-                f"{TASKS[task]} / {model} at step {checkpoint_step(task, model, args)} of {args.train_steps}"
-                for task, model in unfinished) + "."] if unfinished else []) + [
+                f"{TASKS[key[0]]} / {key[1]} seed {_keys(key)[2]} at step "
+                f"{checkpoint_step(key[0], key[1], with_seed(args, _keys(key)[2]))} of {args.train_steps}"
+                for key in unfinished) + "."] if unfinished else []) + [
             "", "Training-batch token accuracy (lengths <= 40) by step, from the trainers' TensorBoard events, "
             "finished and unfinished pairs alike (whether and when each model learned the task):", "",
             curve_table(list(results) + list(unfinished), args, _curve_steps(args.train_steps))])
@@ -197,14 +285,17 @@ def record_rows(results, args):
     """Rows of benchmarks/results/length_generalisation.json, one per finished pair: char and seq accuracy over all
     the decoded strings and by reference-length bucket, with where they came from (`common.provenance`)."""
     rows = []
-    for (task, model), (char, seq, took, ponder) in results.items():
-        train_accuracy = _training_accuracy(task, model, args)
+    for key, (char, seq, took, ponder) in results.items():
+        task, model, seed = _keys(key)
+        seed_args = with_seed(args, seed)
+        train_accuracy = _training_accuracy(task, model, seed_args)
         rows.append({
             "task": TASKS[task], "model": model, "hparams_set": MODELS[model], "train_steps": args.train_steps,
+            "hparams": offsets_setting(getattr(args, "offsets", "none"), model)[0],
             "num_samples": args.num_samples, "train_accuracy": float(train_accuracy) if train_accuracy else None,
-            "buckets": {name: {"char": c, "seq": q} for name, (c, q) in _buckets_of(task, model, args).items()},
+            "buckets": {name: {"char": c, "seq": q} for name, (c, q) in _buckets_of(task, model, seed_args).items()},
             "char_accuracy": char, "seq_accuracy": seq, "ponder_time": ponder, "minutes": round(took / 60, 1),
-            **common.provenance(seed=1)})
+            **common.provenance(seed=seed)})
     return rows
 
 
@@ -231,22 +322,30 @@ def main(argv=None):
                         "Table 4 protocol))")
     parser.add_argument("--record", action="store_true", help="append every finished pair's accuracy by length to "
                         "benchmarks/results/length_generalisation.json (drawn by benchmarks/plots.py)")
+    parser.add_argument("--seeds", default="1", help="comma-separated seeds: each pair trains once per seed")
+    parser.add_argument("--offsets", default="none", help="position offsets in training: none, random (tensor2tensor's), "
+                        "random:N, shared:N (one offset in [0, N) per batch for the encoder, decoder and every step) "
+                        "or step")
     args = parser.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",")]
     os.makedirs(args.work_dir, exist_ok=True)
     began = time.perf_counter()
     results = {}
-    pairs = [(task, model) for task in args.tasks.split(",") for model in args.models.split(",")]
+    runs = [(task, model, seed) for task in args.tasks.split(",") for model in args.models.split(",")
+            for seed in seeds]
+    for task, model, _ in runs:
+        offsets_setting(args.offsets, model)  # Refuses a setting a model cannot take before anything runs.
     unfinished = []
     if args.report_only:
-        found = {pair: finished(*pair, args) for pair in pairs}
-        results = {pair: result for pair, result in found.items() if result is not None}
-        unfinished = [pair for pair in pairs if found[pair] is None]
+        found = {run: finished(*run[:2], with_seed(args, run[2])) for run in runs}
+        results = {run: result for run, result in found.items() if result is not None}
+        unfinished = [run for run in runs if found[run] is None]
     else:
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-            futures = {pair: pool.submit(run_one, *pair, args) for pair in pairs}
-            for pair in pairs:  # In order, so the log reads task by task.
-                results[pair] = futures[pair].result()
-                print(*pair, results[pair], flush=True)
+            futures = {run: pool.submit(run_one, *run[:2], with_seed(args, run[2])) for run in runs}
+            for run in runs:  # In order, so the log reads task by task.
+                results[run] = futures[run].result()
+                print(*run, results[run], flush=True)
     text = report(results, args, time.perf_counter() - began, unfinished)
     print(text)
     if args.write:

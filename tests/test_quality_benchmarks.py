@@ -7,6 +7,7 @@ import time
 import types
 
 import numpy as np
+import pytest
 
 _BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 
@@ -45,10 +46,38 @@ def test_length_generalisation_report_puts_paper_rows_beside_ours(tmp_path):
     text = length_generalisation.report(results, args, 180.0)
     table = text.split("Training-batch token accuracy")[0].strip().splitlines()[-4:]
     # The last training batch's accuracy, then the decoded accuracy by length and overall, the paper, ponder time.
-    assert [c.strip() for c in table[2].split("|")[3:10]] == ["0.99", "0.14", "0.01", "0.03", "0.00", "0.96 / 0.46",
-                                                             "8.00"]
+    assert [c.strip() for c in table[2].split("|")[3:11]] == ["1", "0.99", "0.14", "0.01", "0.03", "0.00",
+                                                             "0.96 / 0.46", "8.00"]
     # No log for this pair: the log's cells stay empty; the paper's Transformer addition row is 0.07 / 0.00.
-    assert [c.strip() for c in table[3].split("|")[3:9]] == ["", "", "", "0.10", "0.00", "0.07 / 0.00"]
+    assert [c.strip() for c in table[3].split("|")[3:10]] == ["1", "", "", "", "0.10", "0.00", "0.07 / 0.00"]
+
+
+def test_length_generalisation_seeds_and_offsets_have_runs_of_their_own(tmp_path):
+    """Issue 44: offsets and seeds train runs of their own (relative models read no offsets: no new run), and
+    the table gives every seed and the mean +- std over seeds."""
+    args = types.SimpleNamespace(work_dir=str(tmp_path), train_steps=10, num_samples=100, jobs=1,
+                                 offsets="shared:400", seed=2)
+    name = length_generalisation.run_name
+    assert name("identity", "universal_transformer", args) == "identity_universal_transformer_offsets_shared400_s2"
+    assert name("identity", "universal_transformer_rel", args, seed=1) == "identity_universal_transformer_rel"
+    assert length_generalisation.offsets_setting("shared:400", "transformer") == (
+        "position_start_index=random,position_offset_shared=true,max_position_offset=400", "_offsets_shared400")
+    for bad in ("sometimes", "random:x"):
+        with pytest.raises(SystemExit, match="--offsets"):
+            length_generalisation.offsets_setting(bad, "transformer")
+    with pytest.raises(SystemExit, match="Universal Transformers"):
+        length_generalisation.offsets_setting("step", "transformer")
+    for seed, far in ((1, 0.9), (2, 0.7)):
+        log = _DECODER_OUTPUT.replace("0.0148", str(far))
+        (tmp_path / (name("reverse", "universal_transformer", args, seed=seed) + ".log")).write_text(log)
+    results = {("reverse", "universal_transformer", 1): (0.5, 0.1, 60.0, None),
+               ("reverse", "universal_transformer", 2): (0.3, 0.0, 60.0, None)}
+    text = length_generalisation.report(results, args, 120.0)
+    assert "`--offsets=shared:400`" in text
+    summary = text.split("Over seeds")[1].splitlines()[4]
+    assert [c.strip() for c in summary.split("|")[1:7]] == [
+        "reverse", "universal_transformer", "1,2", "0.80 +- 0.14 (2 seeds)", "0.40 +- 0.14 (2 seeds)",
+        "0.05 +- 0.07 (2 seeds)"]
 
 
 def test_length_generalisation_writes_the_section_it_is_given(tmp_path, monkeypatch):
@@ -232,13 +261,13 @@ def test_length_generalisation_report_only_trains_nothing_and_names_unfinished_p
     results, curves = table.split("Not finished")
     rows = [line for line in results.splitlines() if line.startswith("| copy") or line.startswith("| reverse")]
     assert len(rows) == 1  # The finished pair only: training accuracy, 11-40, 201-400, char, seq, the paper's.
-    assert [c.strip() for c in rows[0].split("|")[2:9]] == ["transformer_rel", "1.00", "0.14", "0.01", "0.20", "0.16",
-                                                            "0.53 / 0.03"]
-    assert ("Not finished (resumable; their latest checkpoints): copy / universal_transformer_rel at step 0 of "
-            "10000, reverse / transformer_rel at step 1000 of 10000, reverse / universal_transformer_rel at step 0 "
-            "of 10000.") in table
+    assert [c.strip() for c in rows[0].split("|")[2:10]] == ["transformer_rel", "1", "1.00", "0.14", "0.01", "0.20",
+                                                             "0.16", "0.53 / 0.03"]
+    assert ("Not finished (resumable; their latest checkpoints): copy / universal_transformer_rel seed 1 at step 0 "
+            "of 10000, reverse / transformer_rel seed 1 at step 1000 of 10000, reverse / universal_transformer_rel "
+            "seed 1 at step 0 of 10000.") in table
     assert not (tmp_path / "identity_universal_transformer_rel" / "hparams.json").exists()  # Nothing trained.
-    curve = {line.split("|")[2].strip(): [c.strip() for c in line.split("|")[3:-1]] for line in curves.splitlines()
+    curve = {line.split("|")[2].strip(): [c.strip() for c in line.split("|")[4:-1]] for line in curves.splitlines()
              if line.startswith("| reverse ")}
     assert "step 500 | step 1000 | step 1500 | step 2000 | step 3000" in " ".join(table.split())
     assert curve["transformer_rel"][:5] == ["0.37", "0.98", "", "0.50", ""]
