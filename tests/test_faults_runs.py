@@ -131,6 +131,8 @@ def test_checkpoints_without_their_index_are_found_by_their_files(run, tmp_path)
     assert resumed.restored_from == f"{copy}/ckpt-3" and resumed.step == 3
     state = tf.train.get_checkpoint_state(str(copy))  # Written again, so that the manager goes on from them.
     assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["ckpt-2", "ckpt-3"]
+    (copy / checkpoints.INDEX_NAME).write_text("")  # Emptied (a full disk while copying): TensorFlow's ValueError.
+    assert checkpoints.listed(str(copy)) == [f"{copy}/ckpt-2", f"{copy}/ckpt-3"]
 
     bare = tmp_path / "bare"  # Checkpoints and no description: not a run to resume, nor to start over.
     bare.mkdir()

@@ -132,8 +132,9 @@ def _shown(text):
 # -- finding and writing checkpoints ---------------------------------------------------------------------------
 def listed(directory):
     """The checkpoints of the run in `directory`, oldest first: those its `checkpoint` index lists, or, where it
-    has no index, those whose files (`ckpt-<step>.index`) are there; [] when it has none."""
-    state = tf.train.get_checkpoint_state(directory)
+    has no index (or an empty or unreadable one), those whose files (`ckpt-<step>.index`) are there; [] when it
+    has none."""
+    state = _index(directory)
     if state is not None and state.model_checkpoint_path:
         return list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
     return _found(directory)
@@ -143,6 +144,15 @@ def latest_checkpoint(directory):
     """The newest checkpoint of the run in `directory` (see `listed`), or None."""
     paths = listed(directory)
     return paths[-1] if paths else None
+
+
+def _index(directory):
+    """The `checkpoint` index of `directory` (a CheckpointState proto), or None where it has none or one that
+    cannot be read (TensorFlow warns of that) or is empty (TensorFlow raises a ValueError for that)."""
+    try:
+        return tf.train.get_checkpoint_state(directory)
+    except ValueError:
+        return None
 
 
 def _found(directory):
@@ -181,6 +191,9 @@ def make_manager(checkpoint, directory, max_to_keep, is_chief=True):
         except tf.errors.OpError as e:
             raise storage_error(e, "checkpoints", directory) from None
         remove_partial_saves(directory)
+        index = os.path.join(directory, INDEX_NAME)
+        if "://" not in directory and os.path.exists(index) and not listed(directory):
+            os.remove(index)  # Empty or unreadable, and no checkpoint beside it: the manager would fail on it.
         directory = tf_dir(directory)
     manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep,
                                          checkpoint_name=CHECKPOINT_NAME, step_counter=checkpoint.optimizer.iterations)
@@ -254,7 +267,7 @@ def restore_latest(checkpoint, directory, is_chief=True):
     Raises:
         UnreadableCheckpointError: when the run has checkpoints and none of them is readable.
     """
-    state = tf.train.get_checkpoint_state(directory)
+    state = _index(directory)
     if state is None or not state.model_checkpoint_path:
         paths = _found(directory)
         if not paths:
