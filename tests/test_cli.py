@@ -74,9 +74,10 @@ def usr_dirs_forgotten():
 
 
 @contextlib.contextmanager
-def _as_a_fresh_process(stdin):
+def _as_a_fresh_process(stdin, stdout=None):
     """Gives a tool run in this process what `python -c` would give it: stdin, stdout and stderr of its own
-    (file descriptors 1 and 2 included, for what TensorFlow's C++ code writes), Python's default warning
+    (file descriptors 1 and 2 included, for what TensorFlow's C++ code writes; stdout: `stdout`'s where given,
+    a binary file object such as /dev/full or a pipe nobody reads), Python's default warning
     filters, the absl logging handler on the root logger writing to that stderr, and no flags parsed. All of it
     (and the flags the tool defines, os.environ, the root logger, and what a --usr_dir registers) is put back
     afterwards."""
@@ -91,7 +92,7 @@ def _as_a_fresh_process(stdin):
     absl_handler = absl_logging.get_absl_handler()
     absl_level, absl_stream = absl_logging.get_absl_logger().level, absl_handler.python_handler.stream
     streams = sys.stdin, sys.stdout, sys.stderr
-    files = [tempfile.TemporaryFile(), tempfile.TemporaryFile()]
+    files = [stdout or tempfile.TemporaryFile(), tempfile.TemporaryFile()]
     out = {}
     for stream in streams[1:]:
         stream.flush()
@@ -135,6 +136,9 @@ def _as_a_fresh_process(stdin):
             os.close(fd)
         sys.stdin, sys.stdout, sys.stderr = streams
         for name, file in zip(("stdout", "stderr"), files):
+            if file is stdout:  # The caller's: not read back here.
+                out[name] = ""
+                continue
             file.seek(0)
             out[name] = file.read().decode("utf-8", "replace")
             file.close()
@@ -168,9 +172,10 @@ def _quietly_list_devices():
         os.close(devnull)
 
 
-def call_tool(tool, *args, stdin=None):
+def call_tool(tool, *args, stdin=None, stdout=None):
     """Runs a tool in this process as `run_tool` runs it in a fresh one, and returns the same: its exit status,
-    stdout and stderr (a traceback on stderr and status 1 for an exception, as Python prints it).
+    stdout and stderr (a traceback on stderr and status 1 for an exception, as Python prints it). `stdout`, a
+    binary file object, takes the tool's stdout instead (the result's is then empty).
 
     For runs that train nothing (a trainer's refusal before it starts, decoding, averaging, export): it saves
     the 5-10 s of a new process importing TensorFlow. Not for training: a tool that trains stops its input
@@ -183,7 +188,7 @@ def call_tool(tool, *args, stdin=None):
         # inside the run, where the CUDA stub's error line would land in its stderr.
         _quietly_list_devices()
     argv = ["-c", *args]
-    with _as_a_fresh_process(stdin) as out:
+    with _as_a_fresh_process(stdin, stdout) as out:
         try:
             module.run(argv=argv)
             status = 0

@@ -4,10 +4,11 @@ Flags are defined by each tool's `define_flags()` (not at import time), so the t
 together, e.g. by tests. Heavy imports (TensorFlow) happen inside `main`, so `--help` answers at once.
 """
 
+import errno
 import os
+import signal
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # Before TensorFlow is first imported.
 # TensorFlow's CPU allocator by default takes every tensor from malloc and gives it back, and glibc returns
 # large blocks to the system at once: the next step maps the memory again and the kernel zeroes it page by
 # page. A width-64 Universal Transformer run spent 43% of its CPU time in the kernel that way (200 M page
@@ -25,7 +26,8 @@ from t2t_relpos import errors  # pylint: disable=wrong-import-position
 FLAGS = flags.FLAGS
 USAGE_ERROR = 2
 FAILED = 1  # Not the user's doing (e.g. a lost worker): rerunning the same command resumes.
-INTERRUPTED = 130
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a process stopped by Ctrl-C.
+CLOSED_PIPE = 128 + signal.SIGPIPE  # As a shell reports a tool ended by a closed pipe (`tool | head -1`).
 
 
 def fail(prog, message, status=USAGE_ERROR, immediately=False):
@@ -40,7 +42,8 @@ def fail(prog, message, status=USAGE_ERROR, immediately=False):
             stream.write(text)
             stream.flush()
         except OSError:
-            pass
+            if stream is sys.stdout:
+                _drop_stdout()
     if immediately:
         os._exit(status)  # pylint: disable=protected-access
     sys.exit(status)
@@ -70,10 +73,34 @@ def define_download_flag():
                          "(e.g. WMT14 through tensorflow-datasets). Off by default: missing data is an error at once.")
 
 
+def define_shared_flags():
+    """The flags every tool has (defined by `run`)."""
+    if "tf_log" not in FLAGS:
+        flags.DEFINE_boolean("tf_log", False, "Show TensorFlow's own log lines (its C++ runtime's 'E0000 ...', "
+                             "'I0000 ...', start-up notes). Hidden by default: they are not the tool's and read as "
+                             "errors. TF_CPP_MIN_LOG_LEVEL in the environment, where set, decides instead.")
+
+
+def configure_tensorflow_log():
+    """Sets TensorFlow's C++ log level for `--tf_log` before TensorFlow is imported (it reads the level once).
+
+    Without `--tf_log`, level 3: only fatal errors, so none of the lines TensorFlow logs on its own (e.g.
+    `E0000 ... oneDNN supports DT_INT64 only on platforms with AVX-512`, printed as an error on a CPU that has
+    AVX-512) reach the tool's stderr; with it, level 0 (all). A TF_CPP_MIN_LOG_LEVEL the user set is kept.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if FLAGS["tf_log"].value else "3")
+
+
 def import_tensorflow():
-    """Imports TensorFlow without the C++ start-up chatter it prints before logging is configured."""
+    """Imports TensorFlow without the C++ start-up chatter it prints before logging is configured (shown with
+    `--tf_log`)."""
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
+    if "tf_log" in FLAGS and FLAGS.is_parsed() and FLAGS.tf_log:
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        tf.config.list_physical_devices()
+        return tf
     sys.stderr.flush()
     saved = os.dup(2)
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -118,8 +145,62 @@ def _help_text(doc, modules):
     return "\n".join(sections) + "\n"
 
 
+class StdoutError(OSError):
+    """Writing to the tool's stdout failed (a closed pipe, a full disk): an `OSError` with the same errno, so
+    code that carries on when nobody reads its progress (the trainer) still can."""
+
+
+class _Stdout:
+    """The tool's stdout, whose write errors are `StdoutError`s: told apart from those of the tool's files."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except OSError as e:
+            raise StdoutError(e.errno, e.strerror) from None
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except OSError as e:
+            raise StdoutError(e.errno, e.strerror) from None
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _drop_stdout():
+    """Points stdout's file descriptor at /dev/null: what is still buffered for a stdout that failed is dropped
+    at exit instead of failing again (Python prints that as 'Exception ignored ... BrokenPipeError')."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # No file descriptor (e.g. a StringIO): nothing flushes it.
+        pass
+
+
+def _stdout_failed(prog, error):
+    """Ends the tool after its stdout failed: quietly with status 141 for a closed pipe (`tool | head -1`, as a
+    Unix tool ends), else in one line (`tool > /dev/full`: status 2)."""
+    _drop_stdout()
+    if error.errno == errno.EPIPE:
+        sys.exit(CLOSED_PIPE)
+    from t2t_relpos import files  # pylint: disable=import-outside-toplevel
+
+    fail(prog, str(files.storage_error(error, "the output", "stdout")))
+
+
 def run(main, prog, doc, flag_modules, argv=None):
     """Parses flags, runs `main(argv)`, and turns user errors into `prog: error: ...` with status 2.
+
+    Also, for every tool: Ctrl-C (`KeyboardInterrupt`) ends it with `prog: error: interrupted` and status 130
+    (the trainer catches the signal itself while it trains, to save first); a closed stdout ends it quietly
+    (status 141) and a failing one (a full disk) in one line; TensorFlow's own log lines are hidden unless
+    `--tf_log`.
 
     Args:
         main: `main(argv) -> int | None`.
@@ -128,6 +209,7 @@ def run(main, prog, doc, flag_modules, argv=None):
         flag_modules: Module names whose flags `--help` lists.
         argv: Arguments (default: sys.argv).
     """
+    define_shared_flags()
 
     def parse(args):
         if any(a in ("-h", "--help", "--helpshort", "-?") for a in args[1:]):
@@ -142,11 +224,29 @@ def run(main, prog, doc, flag_modules, argv=None):
         return remaining
 
     def guarded(args):
+        configure_tensorflow_log()
         if not FLAGS["verbosity"].present:  # Library INFO lines (gin, checkpoint saver) drown the progress.
             logging.set_verbosity(logging.WARNING)
         try:
             return main(args) or 0
         except errors.T2TRelposError as e:
             fail(prog, str(e))
+        except KeyboardInterrupt:
+            # Files being written were removed as it came up (t2t_relpos.files); what is left may be a tf.data
+            # pipeline stopped in mid-stream, whose clean-up can hang (see t2t_relpos.cli.trainer): end now.
+            fail(prog, "interrupted", status=INTERRUPTED, immediately=True)
 
-    app.run(guarded, argv=argv or sys.argv, flags_parser=parse)
+    stdout = sys.stdout
+    sys.stdout = _Stdout(stdout)
+    try:
+        try:
+            app.run(guarded, argv=argv or sys.argv, flags_parser=parse)
+        except SystemExit as e:
+            if not e.code:  # It worked: so far as what it printed reaches stdout.
+                sys.stdout.flush()
+            raise
+    except StdoutError as e:
+        sys.stdout = stdout
+        _stdout_failed(prog, e)
+    finally:
+        sys.stdout = stdout
