@@ -84,6 +84,15 @@ def test_translator_refuses_a_classifier_made_for_other_labels():
     (lambda m: search.beam_search(m, sources(), 5, alpha=float("nan")), "'alpha' must be a finite number"),
     (lambda m: search.beam_search(m, sources(), 5, alpha=-0.5), "'alpha' must be >= 0, got -0.5"),
     (lambda m: search.beam_search(m, sources(), -1), "'max_length' must be an integer >= 0"),
+    # Issue 46: > 0 and finite in Python, not in the search's float32 (1e-320 sampled ids outside the vocabulary).
+    (lambda m: search.greedy(m, sources(), 5, temperature=1e-320), r"'temperature' must be 0 \(no sampling\) or at "
+                                                                   r"least 1.175e-38 \(the smallest normal float32"),
+    (lambda m: search.greedy(m, sources(), 5, temperature=1e-40), r"'temperature' must be 0 \(no sampling\) or"),
+    (lambda m: search.greedy(m, sources(), 5, temperature=1e39), r"'temperature' must be at most 3.403e\+38"),
+    (lambda m: search.beam_search(m, sources(), 5, alpha=1e39), r"'alpha' must be at most 3.403e\+38"),
+    (lambda m: search.beam_search(m, sources(), 5, alpha=200.0), r"'alpha' = 200.0 makes the length penalty "
+                                                                 r"\(\(5 \+ length\) / 6\) \*\* alpha overflow float32 "
+                                                                 r"at length 5"),
     (lambda m: search.beam_search(m, sources(), 5, lengths=tf.constant([3, 3, 3])), "'lengths' must have shape"),
 ])
 def test_search_arguments_that_cannot_work_are_refused_by_name(model, call, pattern):
@@ -91,10 +100,23 @@ def test_search_arguments_that_cannot_work_are_refused_by_name(model, call, patt
         call(model)
 
 
+@pytest.mark.parametrize("temperature, log_probs, allowed", [
+    # Tiny: every token's log-prob / temperature overflows to -inf unless the best is moved to 0 first.
+    (1.2e-38, [-1e9, -50.0, -60.0, -70.0], {1}),
+    # Huge: padding's -1e9 / temperature came near 0, as likely as any token, unless masked after the division.
+    (1e30, [-1e9, -1.0, -2.0, -3.0], {1, 2, 3}),
+])
+def test_sampling_at_extreme_temperatures_stays_in_the_vocabulary(temperature, log_probs, allowed):
+    rows = ops.convert_to_tensor(np.array([log_probs] * 256, np.float32))
+    sample = search._sample  # pylint: disable=protected-access
+    drawn = ops.convert_to_numpy(sample(rows, temperature, 0, keras.random.SeedGenerator(1)))
+    assert set(drawn.tolist()) <= allowed, sorted(set(drawn.tolist()))
+
+
 def test_search_arguments_are_the_translators_rules():
     """One set of rules: `check_settings` refuses what the search refuses, with the same message."""
     for settings in ({"beam_size": 0}, {"alpha": float("nan")}, {"temperature": -1.0}, {"top_k": 3},
-                     {"temperature": 1.0, "beam_size": 2}):
+                     {"temperature": 1.0, "beam_size": 2}, {"temperature": 1e-320}, {"alpha": 1e39}):
         with pytest.raises(errors.HParamsError) as searched:
             search.check_arguments(**settings)
         with pytest.raises(errors.HParamsError) as translated:

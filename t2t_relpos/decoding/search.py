@@ -31,6 +31,12 @@ from t2t_relpos.layers.checks import static_shape
 EOS_ID = 1
 PAD_ID = 0
 _NEG_INF = -1.0e9
+# The searches compute scores, the length penalty and sampling logits in float32 (whatever the model's
+# dtype): a Python float setting must mean the same there. The smallest temperature is float32's smallest
+# normal number: a smaller one is 0 there (1e-320), or a subnormal that TensorFlow's CPU kernels and GPUs may
+# flush to 0.
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+_FLOAT32_TINY = float(np.finfo(np.float32).tiny)
 
 
 def _number(name, value):
@@ -49,9 +55,10 @@ def check_arguments(beam_size=1, alpha=0.0, temperature=0.0, top_k=0, target_voc
 
     The rules of `greedy`, `beam_search` and the `Translator` (whose `check_settings` adds its own settings):
     `beam_size` an int >= 1; `alpha` and `temperature` finite and >= 0 (NaN passes every comparison: alpha=nan
-    gives NaN scores; a negative alpha breaks beam search's stopping bound); `top_k` an int >= 0, only when
-    sampling (temperature > 0), which needs beam_size=1. Given `target_vocab_size`, also `top_k` <= it.
-    Tensors are not checked.
+    gives NaN scores; a negative alpha breaks beam search's stopping bound), and so in float32, the type the
+    search computes in: at most float32's largest number, and a temperature > 0 at least its smallest normal
+    one (1e-320 > 0 in Python, but 0 in float32); `top_k` an int >= 0, only when sampling (temperature > 0),
+    which needs beam_size=1. Given `target_vocab_size`, also `top_k` <= it. Tensors are not checked.
     """
     values = {"beam_size": (beam_size, 1), "top_k": (top_k, 0), "temperature": (temperature, 0),
               "alpha": (alpha, 0)}
@@ -65,6 +72,13 @@ def check_arguments(beam_size=1, alpha=0.0, temperature=0.0, top_k=0, target_voc
             raise errors.HParamsError(f"decoding setting {name!r} must be an integer, got {value!r}")
         if value < lowest:
             raise errors.HParamsError(f"decoding setting {name!r} must be >= {lowest}, got {value!r}")
+        if name in ("alpha", "temperature") and value > _FLOAT32_MAX:
+            raise errors.HParamsError(f"decoding setting {name!r} must be at most {_FLOAT32_MAX:.4g} (the largest "
+                                      f"float32, the type the search computes in), got {value!r}")
+        if name == "temperature" and 0 < value < _FLOAT32_TINY:
+            raise errors.HParamsError(f"decoding setting 'temperature' must be 0 (no sampling) or at least "
+                                      f"{_FLOAT32_TINY:.4g} (the smallest normal float32, the type the search "
+                                      f"computes in: a smaller one is 0 there, or flushed to 0), got {value!r}")
     beam_size, top_k, temperature = (values[name][0] for name in ("beam_size", "top_k", "temperature"))
     if temperature is not None and beam_size is not None and temperature > 0 and beam_size > 1:
         raise errors.HParamsError("sampling (temperature > 0) needs beam_size=1")
@@ -77,14 +91,30 @@ def check_arguments(beam_size=1, alpha=0.0, temperature=0.0, top_k=0, target_voc
                                       f"{target_vocab_size}, got {top_k}")
 
 
+def check_length_penalty(alpha, max_length):
+    """Raises `errors.HParamsError` when `length_penalty(max_length, alpha)` is not finite in float32: every
+    score of a hypothesis that long would be -0.0, and beam search would rank them as ties. (Python numbers
+    only; tensors are not checked.)"""
+    alpha, max_length = _number("alpha", alpha), _number("max_length", max_length)
+    if alpha is None or max_length is None or not math.isfinite(alpha) or alpha <= 0 or max_length < 0:
+        return
+    if alpha * math.log((5.0 + max_length) / 6.0) >= math.log(_FLOAT32_MAX):
+        raise errors.HParamsError(f"decoding setting 'alpha' = {alpha!r} makes the length penalty "
+                                  f"((5 + length) / 6) ** alpha overflow float32 at length {max_length} (every "
+                                  f"score would be -0.0); use a smaller alpha (0.6-1.0 is usual)")
+
+
 def _check_call(model, inputs, max_length, lengths, **settings):
     """`check_arguments` with the model's `target_vocab_size` (where it has one), then `max_length` (an int >= 0
-    when it is a Python number) and `lengths` (shape `[B]` where its shape is static)."""
+    when it is a Python number), the length penalty at `max_length` (beam search), and `lengths` (shape `[B]`
+    where its shape is static)."""
     check_arguments(target_vocab_size=getattr(model, "target_vocab_size", None), **settings)
     value = _number("max_length", max_length)
     if value is not None and (not isinstance(value, numbers.Integral) or value < 0):
         raise errors.HParamsError(f"decoding setting 'max_length' must be an integer >= 0 (or an int tensor), "
                                   f"got {max_length!r}")
+    if "alpha" in settings:
+        check_length_penalty(settings["alpha"], max_length)
     if lengths is None:
         return
     shape, inputs_shape = static_shape(lengths), static_shape(inputs)
@@ -254,7 +284,11 @@ def greedy(model, inputs, max_length, temperature=0.0, top_k=0, seed=None, lengt
 
 
 def _sample(log_probs, temperature, top_k, seed):
-    logits = log_probs / temperature
+    """Samples from softmax(log_probs / temperature): each row's best token at 0 before the division, so the
+    logits stay finite where the best one matters (a small temperature sends the others to -inf, not every
+    token), and the padding id masked after it (a large temperature would bring its -1e9 near 0)."""
+    logits = (log_probs - ops.max(log_probs, axis=-1, keepdims=True)) / temperature
+    logits = ops.where(ops.arange(ops.shape(logits)[-1]) == PAD_ID, _NEG_INF, logits)
     if top_k:
         kth = ops.top_k(logits, top_k)[0][:, -1:]
         logits = ops.where(logits < kth, _NEG_INF, logits)

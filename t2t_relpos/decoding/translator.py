@@ -23,8 +23,9 @@ def check_settings(beam_size=1, alpha=0.0, extra_length=0, batch_size=1, max_inp
                    top_k=0, target_vocab_size=None):
     """Raises `HParamsError` (a ValueError) naming the first decoding setting that cannot work.
 
-    The search's own settings follow `search.check_arguments` (given `target_vocab_size`, also `top_k` <= it);
-    the rest are the Translator's.
+    The search's own settings follow `search.check_arguments` (given `target_vocab_size`, also `top_k` <= it),
+    and beam search's length penalty must stay finite in float32 at the longest output these settings allow
+    (`search.check_length_penalty`); the rest are the Translator's.
     """
     limits = {"batch_size": (batch_size, 1), "extra_length": (extra_length, 0),
               "max_input_length": (max_input_length, 2)}
@@ -35,6 +36,8 @@ def check_settings(beam_size=1, alpha=0.0, extra_length=0, batch_size=1, max_inp
             why = " (at least one token and EOS)" if name == "max_input_length" else ""
             raise errors.HParamsError(f"decoding setting {name!r} must be >= {lowest}{why}, got {value!r}")
     search.check_arguments(beam_size, alpha, temperature, top_k, target_vocab_size)
+    if beam_size > 1:
+        search.check_length_penalty(alpha, _bucket(max_input_length) + extra_length)
 
 
 class Translator:
