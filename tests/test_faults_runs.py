@@ -122,6 +122,13 @@ def test_a_run_in_a_directory_with_glob_characters_trains_resumes_decodes_and_av
     assert resumed.restored_from == f"{run['dir']}/ckpt-3" and resumed.step == 3
 
 
+def test_a_remote_directory_with_glob_characters_is_refused_before_anything_is_written():
+    for name in ("gs://bucket/exp[lr=2]", "gs://bucket/exp[lr=2]/ckpt-3"):  # No alias there: refused, not lost.
+        with pytest.raises(errors.T2TRelposError, match=r"gs://bucket/exp\[lr=2\].*: TensorFlow reads checkpoint "
+                                                        r"paths as glob patterns"):
+            (checkpoints.tf_path if name.endswith("ckpt-3") else checkpoints.tf_dir)(name)
+
+
 # -- case 6: checkpoints without their index ------------------------------------------------------------------
 def test_checkpoints_without_their_index_are_found_by_their_files(run, tmp_path):
     copy = copy_run(run, tmp_path / "copy", index=False)

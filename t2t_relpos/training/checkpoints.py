@@ -79,8 +79,9 @@ def tf_path(path):
     no /proc, a symbolic link in a temporary directory removed at exit); it names the directory for as long as
     the process runs, even if the directory is renamed.
     """
-    if "://" in path or not _GLOB_CHARACTERS.search(path):
+    if not _GLOB_CHARACTERS.search(path):
         return path
+    _check_local(path)
     directory, name = os.path.split(os.path.abspath(path))
     if _GLOB_CHARACTERS.search(name):
         raise errors.T2TRelposError(f"checkpoint {path}: TensorFlow reads a checkpoint's name as a glob pattern "
@@ -91,7 +92,10 @@ def tf_path(path):
 def tf_dir(directory):
     """The directory `directory` as TensorFlow's checkpoint functions can take it (see `tf_path`); a directory
     that does not exist (yet) is returned as it is."""
-    if "://" in directory or not _GLOB_CHARACTERS.search(directory) or not os.path.isdir(directory):
+    if not _GLOB_CHARACTERS.search(directory):
+        return directory
+    _check_local(directory)
+    if not os.path.isdir(directory):
         return directory
     directory = os.path.abspath(directory)
     status = os.stat(directory)
@@ -103,6 +107,14 @@ def tf_dir(directory):
     return known[0]
 
 
+def _check_local(path):
+    """Raises where `path`, which holds a glob character, is on a remote file system (`gs://...`): it has no
+    alias, and TensorFlow would find no checkpoint there."""
+    if "://" in path:
+        raise errors.T2TRelposError(f"{path}: TensorFlow reads checkpoint paths as glob patterns, and this one holds "
+                                    "* ? [ or \\, which it would not find; use a name without them")
+
+
 def _alias(directory):
     if os.path.isdir("/proc/self/fd"):
         return f"/proc/self/fd/{os.open(directory, os.O_RDONLY | os.O_DIRECTORY)}"
@@ -112,14 +124,6 @@ def _alias(directory):
     link = os.path.join(_LINKS[0], str(len(os.listdir(_LINKS[0]))))
     os.symlink(directory, link)
     return link
-
-
-def user_path(path):
-    """`path` with an alias made by `tf_path` replaced by the directory it stands for (for messages)."""
-    for directory, (alias, _) in _ALIASES.items():
-        if path == alias or path.startswith(alias + os.sep):
-            return directory + path[len(alias):]
-    return path
 
 
 def _shown(text):
@@ -186,6 +190,7 @@ def make_manager(checkpoint, directory, max_to_keep, is_chief=True):
         os.rmdir(directory)  # `save` makes it when it needs it; a run never leaves it behind.
         max_to_keep = 1
     else:
+        tf_dir(directory)  # Refuses a remote name TensorFlow could not read back, before anything is written.
         try:
             tf.io.gfile.makedirs(directory)
         except tf.errors.OpError as e:
