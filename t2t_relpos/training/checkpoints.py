@@ -73,7 +73,8 @@ def read_as_pattern(path):
 
 def tf_path(path):
     """The checkpoint prefix `path` as TensorFlow's checkpoint functions can take it: itself, or, where its
-    directory's name holds a glob character (`* ? [ \\`), the same file through an alias of the directory.
+    directory's name holds a glob character (`*`, `?`, `[` or a backslash), the same file through an alias of the
+    directory.
 
     The alias is `/proc/self/fd/<n>`, a descriptor of the directory that this process keeps open (where there is
     no /proc, a symbolic link in a temporary directory removed at exit); it names the directory for as long as
