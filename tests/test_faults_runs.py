@@ -229,7 +229,7 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_and_the_run_resumes(run, tmp_pa
         checkpoints.save(manager, 4)
     assert str(caught.value) == (f"cannot write the checkpoint of step 4 to {copy}/ckpt-4: no space left on the "
                                  f"device; the newest checkpoint is still {copy}/ckpt-3; rerun the same command to "
-                                 "resume once there is room")
+                                 "resume from it once there is room")
     assert leftovers(copy) == [] and checkpoints.latest_checkpoint(str(copy)) == f"{copy}/ckpt-3"
     monkeypatch.setattr(tf.train.CheckpointManager, "save", real_save)
     assert checkpoints.save(manager, 4) == f"{copy}/ckpt-4"  # Room again; ckpt-2, the oldest, goes.

@@ -424,8 +424,9 @@ class Trainer:
 
     def _unsaved(self):
         latest = checkpoints.latest(self.manager)
-        return (f"the newest checkpoint is {latest}" if latest else "no checkpoint was written") + \
-            "; rerun the same command to resume once there is room"
+        if latest:
+            return f"the newest checkpoint is {latest}; rerun the same command to resume from it once there is room"
+        return "no checkpoint was written; rerun the same command once there is room"
 
     def _save(self, step):
         """Saves a checkpoint of `step`, unless the weights are no longer finite (a loss can still be finite
