@@ -411,8 +411,8 @@ def test_tiny_babi_run_through_the_clis(tmp_path):
                        "--decode_split=test", f"--decode_to_file={tmp_path / 'answers.txt'}",
                        f"--decode_ponder_plot={tmp_path / 'ponder.png'}", timeout=300)
     assert decoded.returncode == 0, decoded.stderr[-2000:]
-    assert "answer_accuracy = " in decoded.stdout and "  qa20  accuracy = " in decoded.stdout
-    assert "failed (error > 5%) = " in decoded.stdout
+    assert "answer_accuracy = " in decoded.stderr and "  qa20  accuracy = " in decoded.stderr  # Scores: stderr.
+    assert "failed (error > 5%) = " in decoded.stderr and not decoded.stdout
     with open(tmp_path / "answers.txt", encoding="utf-8") as f:
         answers = f.read().split("\n")[:-1]
     assert len(answers) == 20 * 10 * 3 and set(answers) <= set(PLACES) | {p + ",milk" for p in PLACES}

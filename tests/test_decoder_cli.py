@@ -1,10 +1,14 @@
 """A tiny trained run, decoded through the decoder CLI, averaged, and exported as a SavedModel."""
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -57,7 +61,7 @@ def test_round_trip_keeps_order_empty_lines_and_truncates_long_lines(run_dir, tm
     assert decoded[1] == "" and decoded[2] == ""
     assert all(set(text) <= set("0123456789+") for text in decoded)
     assert "line 4" in result.stderr and "truncated" in result.stderr
-    assert "char_accuracy" in result.stdout
+    assert "char_accuracy" in result.stderr and not result.stdout  # Scores are diagnostics; outputs went to the file.
 
     # The same lines one at a time from stdin give the same outputs (batching does not change results).
     for line, expected in zip(lines[:2], decoded):
@@ -78,10 +82,14 @@ def test_bad_input_names_the_line_and_loses_nothing(run_dir, tmp_path, data, fra
 
 
 def test_decode_split_reports_accuracy_by_length(run_dir):
+    """`--decode_split=eval > out.txt`: the outputs on stdout, one per example, and the scores on stderr (they
+    were mixed into the outputs)."""
     result = decode_here(run_dir, "--decode_split=eval", "--decode_hparams=beam_size=1,num_samples=20,"
                          "extra_length=5", "--decode_to_file=-")
     assert result.returncode == 0, result.stderr
-    assert "char_accuracy" in result.stdout and "(20 sequences)" in result.stdout
+    assert "char_accuracy" in result.stderr and "(20 sequences)" in result.stderr
+    lines = result.stdout.split("\n")
+    assert len(lines) == 21 and lines[-1] == "" and all(set(line) <= set("0123456789") for line in lines), lines
 
 
 def test_averaged_checkpoints_decode(run_dir, tmp_path):
@@ -210,6 +218,11 @@ def test_decoding_settings_that_would_be_wrong_or_ignored_are_refused(setting, m
     ("alpha=nan", "decoding setting 'alpha' must be a finite number, got nan"),
     ("top_k=3", "decoding setting 'top_k' only applies when sampling (temperature > 0)"),
     ("num_samples=1", "decoding setting 'num_samples' only applies to --decode_split"),
+    # > 0 in Python, 0 in the search's float32 (sampling then drew ids outside the vocabulary).
+    ("temperature=1e-320,beam_size=1", "decoding setting 'temperature' must be 0 (no sampling) or at least "
+                                       "1.175e-38"),
+    ("alpha=40", "decoding setting 'alpha' = 40.0 makes the length penalty ((5 + length) / 6) ** alpha overflow "
+                 "float32 at length"),
     ("beam_size", "malformed --decode_hparams item 'beam_size': expected name=value"),
 ])
 def test_bad_decode_hparams_are_one_line(run_dir, setting, message):
@@ -226,3 +239,154 @@ def test_every_line_of_return_beams_has_beam_size_pairs(run_dir, tmp_path):
     rows = [line.split("\t") for line in output.read_text(encoding="utf-8").splitlines()]
     assert [len(row) for row in rows] == [6, 6, 6, 6]
     assert rows[1] == rows[2] == ["", "0.0000", "", "-inf", "", "-inf"]
+
+
+# Issue 46: what a decoder leaves when it is stopped or cannot write, and the inputs it reads.
+
+def test_an_interrupted_decoder_leaves_an_earlier_output_whole_and_no_partial_one(run_dir, tmp_path, monkeypatch):
+    """Ctrl-C after the first chunk was written: the earlier file at --decode_to_file is as it was (it was
+    emptied at the start, then held the lines decoded so far, each whole: a partial output that looked
+    complete), and nothing else is left beside it; one line, status 130."""
+    from t2t_relpos.cli import decode_io  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.decoding import translator as translator_lib  # pylint: disable=import-outside-toplevel
+
+    source = write(tmp_path / "source.txt", b"12\n34\n56\n78\n")
+    output = tmp_path / "out.txt"
+    output.write_text("earlier results\n", encoding="utf-8")
+    monkeypatch.setattr(decode_io, "CHUNK_BATCHES", 1)  # Chunks of batch_size=2 lines: two here.
+    decode_ids, chunks = translator_lib.Translator.decode_ids, []
+
+    def interrupted_at_the_second_chunk(self, sources):
+        chunks.append(sources)
+        if len(chunks) == 2:
+            raise KeyboardInterrupt
+        return decode_ids(self, sources)
+
+    monkeypatch.setattr(translator_lib.Translator, "decode_ids", interrupted_at_the_second_chunk)
+    try:
+        result = decode_here(run_dir, f"--decode_from_file={source}", f"--decode_to_file={output}",
+                             "--decode_hparams=beam_size=1,batch_size=2,extra_length=2")
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C left the decoder as a KeyboardInterrupt: a traceback, and pytest would stop here")
+    assert result.returncode == 130, result.stderr
+    assert result.stderr.splitlines()[-1] == "t2t-relpos-decoder: error: interrupted", result.stderr
+    assert "Traceback" not in result.stderr and "decoded 2/4 lines" in result.stderr
+    assert output.read_text(encoding="utf-8") == "earlier results\n"
+    assert sorted(os.listdir(tmp_path)) == ["out.txt", "source.txt"]
+
+
+def error_line(result, message):
+    """The run failed with status 2 and `message` as its one error line (other stderr lines are progress)."""
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert [line for line in result.stderr.splitlines() if "error" in line] == [message], result.stderr
+
+
+def test_a_full_disk_under_the_output_is_one_line(run_dir):
+    result = decode_here(run_dir, "--decode_from_file=-", "--decode_to_file=/dev/full",
+                         "--decode_hparams=beam_size=1,extra_length=2", stdin="12\n")
+    error_line(result, "t2t-relpos-decoder: error: cannot write the decoded output to /dev/full: no space left on "
+                       "the device")
+    # A stdout on a full disk, every tool's: test_faults_decoder.py.
+
+
+def test_a_closed_stdout_ends_the_decoder_quietly(run_dir):
+    """`t2t-relpos-decoder ... | head -1`, head gone: status 141 as a Unix tool's, no BrokenPipeError traceback.
+    (What Python's flush at exit would print is checked on real processes in test_faults_decoder.py.)"""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    with os.fdopen(write_end, "wb") as stdout:
+        result = call_tool("t2t-relpos-decoder", f"--output_dir={run_dir}", "--decode_from_file=-",
+                           "--decode_hparams=beam_size=1,extra_length=2", stdin="12\n34\n", stdout=stdout)
+    assert result.returncode == 141, result.stderr
+    assert "Traceback" not in result.stderr and "error" not in result.stderr, result.stderr
+
+
+def test_interactive_decoding_prints_only_outputs_on_stdout(run_dir):
+    """`--decode_interactive > out.txt`: the prompts go to stderr where stdout is not the terminal (input() wrote
+    them into the outputs)."""
+    result = decode_here(run_dir, "--decode_interactive", "--decode_hparams=beam_size=1,extra_length=2",
+                         stdin="12\n34\n\n")
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.split("\n")) == 3 and set(result.stdout) <= set("0123456789\n"), result.stdout
+    assert result.stderr.count("> ") == 3, result.stderr
+
+
+@contextlib.contextmanager
+def read_only_directory(path):
+    """`path`, made a directory in which no file can be made, even by root (CI runs as root): a read-only tmpfs
+    mounted there; for another user, chmod does it. Skips where neither can."""
+    path.mkdir()
+    if os.geteuid() != 0:
+        path.chmod(0o555)
+        try:
+            yield str(path)
+        finally:
+            path.chmod(0o755)
+        return
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(path)], capture_output=True,
+                             text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"a read-only directory for root needs a tmpfs mount, which failed here: {mounted.stderr.strip()}")
+    try:
+        yield str(path)
+    finally:
+        subprocess.run(["umount", str(path)], check=False)
+
+
+@pytest.mark.parametrize("flag", ["--decode_to_file", "--decode_ponder_plot"])
+def test_an_output_directory_that_takes_no_files_is_refused_before_the_model_loads(run_dir, tmp_path, flag):
+    """One line and nothing else: the model was loaded first ("Decoding with ..."), and only then the output
+    found unwritable."""
+    with read_only_directory(tmp_path / "read_only") as directory:
+        result = decode_here(run_dir, "--decode_from_file=-", f"{flag}={directory}/out", stdin="12\n")
+    one_line_error(result, f"cannot write in {flag}={os.path.realpath(directory)}: read-only file system")
+
+
+def open_when_read(fifo, process=None, timeout=120):
+    """Opens the named pipe `fifo` to write once a reader has it open (returns the file), waiting at most
+    `timeout` seconds or until `process` ends."""
+    began = time.monotonic()
+    while time.monotonic() - began < timeout and (process is None or process.poll() is None):
+        try:
+            return os.fdopen(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK), "w", encoding="utf-8")
+        except OSError:  # ENXIO: nobody reads it yet.
+            time.sleep(0.05)
+    raise AssertionError(f"nobody opened {fifo} to read")
+
+
+def test_a_named_pipe_is_read_as_the_source(run_dir, tmp_path):
+    """`--decode_from_file=<(...)` or a FIFO: read as a file is (it was 'does not exist')."""
+    fifo = tmp_path / "source.fifo"
+    os.mkfifo(fifo)
+
+    def feed():
+        with contextlib.suppress(AssertionError, OSError), open_when_read(fifo, timeout=60) as f:
+            f.write("0123\n\n42\n")
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    result = decode_here(run_dir, f"--decode_from_file={fifo}", "--decode_hparams=beam_size=1,extra_length=2")
+    feeder.join(timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[3] == "", lines
+
+
+def test_ctrl_c_ends_the_decoder_in_one_line(run_dir, tmp_path):
+    """A real SIGINT while the decoder waits for its input (from a FIFO, opened once it reads): `error:
+    interrupted` and status 130, not a KeyboardInterrupt traceback."""
+    fifo = tmp_path / "source.fifo"
+    os.mkfifo(fifo)
+    process = subprocess.Popen([sys.executable, "-c", "import t2t_relpos.cli.decoder as m; m.run()",
+                                f"--output_dir={run_dir}", f"--decode_from_file={fifo}"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with open_when_read(fifo, process):
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert (process.returncode, out, err) == (130, "", "t2t-relpos-decoder: error: interrupted\n")

@@ -59,7 +59,7 @@ def test_train_decode_with_bleu_and_export(tmp_path):
     decoded = call_tool("t2t-relpos-decoder", f"--output_dir={run}", f"--data_dir={data_dir}", "--decode_split=test",
                         f"--decode_to_file={tmp_path / 'out.txt'}", "--decode_hparams=beam_size=1")
     assert decoded.returncode == 0, decoded.stderr
-    assert "BLEU = " in decoded.stdout and "tok:13a" in decoded.stdout and "tok:intl" in decoded.stdout
+    assert "BLEU = " in decoded.stderr and "tok:13a" in decoded.stderr and "tok:intl" in decoded.stderr  # Not outputs.
     assert len((tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")) == 11 + 1
 
     no_data_dir = call_tool("t2t-relpos-decoder", f"--output_dir={run}", "--decode_split=test")

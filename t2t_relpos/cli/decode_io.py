@@ -1,5 +1,12 @@
-"""The decoder's input and output: reading lines safely, writing in order, a progress line, interaction."""
+"""The decoder's input and output: reading lines safely, writing in order, a progress line, interaction.
 
+Outputs (the translations, the ponder plot) are written whole or not at all: a file is written under a
+temporary name beside it and renamed when done (`t2t_relpos.files.atomic_write`), so an interrupted or failed
+decoder leaves an earlier file at that path as it was and never a partial one under the final name. Stdout, a
+pipe or a device (e.g. /dev/stdout) is written as the lines are decoded.
+"""
+
+import contextlib
 import os
 import sys
 import time
@@ -7,17 +14,18 @@ import time
 from absl import logging
 
 from t2t_relpos import errors
+from t2t_relpos import files
 from t2t_relpos.data import parallel_text
 from t2t_relpos.decoding import translator as translator_lib
 
-# Lines decoded between writes: large enough for length-sorting to pay off, small enough that an
-# interrupted run keeps almost everything it decoded.
+# Lines decoded between writes: large enough for length-sorting to pay off, small enough that a reader of
+# stdout (and the progress line) sees outputs soon.
 CHUNK_BATCHES = 16
 
 
 def check_paths(source=None, reference=None, output="-", plot=None):
-    """Fails before the model is loaded when an input is not a readable file, an output cannot be written, or an
-    output would overwrite an input or the other output."""
+    """Fails before the model is loaded when an input is not there to read, an output cannot be written (its
+    directory is missing or not writable), or an output would overwrite an input or the other output."""
     for flag, path in (("--decode_from_file", source), ("--decode_reference", reference)):
         if path not in (None, "-"):
             _check_input(flag, path)
@@ -30,6 +38,8 @@ def check_paths(source=None, reference=None, output="-", plot=None):
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
             raise errors.DataError(f"{flag}={path}: the directory {parent} does not exist")
+        if not _written_in_place(path):  # Written beside itself, then renamed: its directory must take files.
+            files.check_writable_directory(os.path.dirname(os.path.realpath(path)), flag)
         for other_flag, other in taken:
             if other not in (None, "-") and _same_file(other, path):
                 raise errors.DataError(f"{flag}={path} is the same file as {other_flag}={other}, which it would "
@@ -45,21 +55,50 @@ def _same_file(path, other):
     return os.path.realpath(path) == os.path.realpath(other)
 
 
+def _written_in_place(path):
+    """Whether output to `path` is written to it as it comes: an existing file that is not a regular one (a
+    pipe such as `>(...)`, a device such as /dev/stdout), which has no earlier content to keep and cannot be
+    replaced by a renamed file."""
+    return os.path.exists(path) and not os.path.isfile(path)
+
+
+@contextlib.contextmanager
+def open_output(path, what, mode="w"):
+    """A file object for the output `path` ('-': stdout): a temporary file renamed to `path` when the block
+    ends without an error (through a symbolic link, to where it points), or `path` itself where it is written
+    in place. A failure to write (a full disk) is one line that names `what` and `path`."""
+    if path == "-":
+        yield sys.stdout
+    elif _written_in_place(path):
+        try:
+            with open(path, mode, encoding=None if "b" in mode else "utf-8") as f:
+                yield f
+        except OSError as e:
+            raise files.storage_error(e, what, path) from None
+    else:
+        with files.atomic_write(os.path.realpath(path), mode, what=what) as f:
+            yield f
+
+
 def _check_input(flag, path):
     if os.path.isdir(path):
         raise errors.DataError(f"{flag}={path} is a directory, not a file of lines")
-    if not os.path.isfile(path):
+    if not os.path.exists(path):  # A pipe (`<(...)`, a FIFO) or a device is read as a file is.
         raise errors.DataError(f"{flag}={path} does not exist")
 
 
 def read_lines(path, flag="--decode_from_file"):
-    """The lines of `path` ('-': stdin) as text; an undecodable line is an error that names it."""
+    """The lines of `path` ('-': stdin; a file, a named pipe or `<(...)`) as text; an undecodable line is an
+    error that names it."""
     if path == "-":
         data = sys.stdin.buffer.read()
     else:
         _check_input(flag, path)
-        with open(path, "rb") as f:
-            data = f.read()
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise errors.DataError(f"cannot read {flag}={path}: {e.strerror or e}") from None
     if data.startswith(parallel_text.UTF8_BOM):  # Not text: a byte-order mark, as in the training files.
         data = data[len(parallel_text.UTF8_BOM):]
     lines = data.split(b"\n")
@@ -102,34 +141,33 @@ def _encode_all(translator, sources):
 
 
 def decode_to_file(translator, sources, path, return_beams=False):
-    """Decodes `sources` chunk by chunk, writing each chunk in order as soon as it is done.
+    """Decodes `sources` chunk by chunk, writing each chunk in order as soon as it is done (to `path`'s
+    temporary name when `path` is a file: see `open_output`).
 
     Every line is encoded (and so checked) before anything is decoded. Returns the best hypotheses.
     """
     encoded = _encode_all(translator, sources)
-    out = sys.stdout if path == "-" else open(path, "w", encoding="utf-8")  # pylint: disable=consider-using-with
     progress = _Progress(len(sources))
     best = []
     chunk = translator.batch_size * CHUNK_BATCHES
     try:
-        for start in range(0, len(sources), chunk):
-            indices = range(start, min(start + chunk, len(sources)))
-            # Blank lines too, as the Translator does: so that they get as many (empty) hypotheses as the others.
-            results = translator.decode_ids([encoded[i] for i in indices])
-            for i, found in zip(indices, results):
-                hypotheses = [(_one_line(translator.target_encoder.decode(ids)), score)
-                              for ids, score in translator_lib.hypotheses_of_text(sources[i], found)]
-                best.append(hypotheses[0][0])
-                if return_beams:
-                    out.write("\t".join(f"{text}\t{score:.4f}" for text, score in hypotheses) + "\n")
-                else:
-                    out.write(hypotheses[0][0] + "\n")
-            out.flush()
-            progress.update(indices.stop)
+        with open_output(path, "the decoded output") as out:
+            for start in range(0, len(sources), chunk):
+                indices = range(start, min(start + chunk, len(sources)))
+                # Blank lines too, as the Translator does: so that they get as many (empty) hypotheses as others.
+                results = translator.decode_ids([encoded[i] for i in indices])
+                for i, found in zip(indices, results):
+                    hypotheses = [(_one_line(translator.target_encoder.decode(ids)), score)
+                                  for ids, score in translator_lib.hypotheses_of_text(sources[i], found)]
+                    best.append(hypotheses[0][0])
+                    if return_beams:
+                        out.write("\t".join(f"{text}\t{score:.4f}" for text, score in hypotheses) + "\n")
+                    else:
+                        out.write(hypotheses[0][0] + "\n")
+                out.flush()
+                progress.update(indices.stop)
     finally:
         progress.close()
-        if out is not sys.stdout:
-            out.close()
     return best
 
 
@@ -160,17 +198,26 @@ def write_ponder_plot(translator, sources, path, rows=16):
     if width:
         ids = chosen[0][:-1]  # Without the EOS.
         facts = [decode(ids[i:i + width]) for i in range(0, len(ids), width)]
-        return ponder_plot.write_ponder_bars(facts, times[0, :len(facts)], path)
+        with open_output(path, "the ponder-time plot", "wb") as f:
+            ponder_plot.write_ponder_bars(facts, times[0, :len(facts)], f)
+        return path
     tokens = [[decode([i]) for i in ids[:-1]] + ["<eos>"] for ids in chosen]
-    return ponder_plot.write_ponder_heatmap(tokens, times, path)
+    with open_output(path, "the ponder-time plot", "wb") as f:
+        ponder_plot.write_ponder_heatmap(tokens, times, f)
+    return path
 
 
 def interactive(translator, return_beams=False):
-    """A read-decode-print loop on the terminal; an empty line or Ctrl-D ends it."""
+    """A read-decode-print loop on the terminal; an empty line or Ctrl-D ends it. Only the outputs go to
+    stdout: the prompt goes to stderr unless stdout is the terminal too."""
     print("Type a sentence and press Enter (empty line or Ctrl-D to quit).", file=sys.stderr)
+    prompt_here = sys.stdout.isatty()  # input() writes its prompt to stdout (with line editing on a terminal).
     while True:
+        if not prompt_here:
+            sys.stderr.write("> ")
+            sys.stderr.flush()
         try:
-            line = input("> ")
+            line = input("> " if prompt_here else "")
         except EOFError:
             break
         if not line.strip():

@@ -140,6 +140,9 @@ def _shorten(text, limit=48):
 
 def _save(figure, path):
     figure.tight_layout()
+    if hasattr(path, "write"):  # A binary file object (the decoder's, renamed into place when whole).
+        figure.savefig(path, format="png")
+        return path
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     figure.savefig(path, format="png")
