@@ -16,11 +16,15 @@ function name):
 
 Look names up with `problem(name)`, `model(name)` and `hparams(name)`; an unknown name raises
 `UnknownNameError` listing the closest registered names. Hparams sets can also be `.gin` files
-(`register_hparams_file`); the package's own sets are the `.gin` files in `hparams/`.
+(`register_hparams_file`); the package's own sets are the `.gin` files in `hparams/`. `help_string()` lists
+them all, grouped, with a line of description each; it imports neither Keras nor TensorFlow (the package's
+models are registered by name and imported when first looked up).
 """
 
+import ast
 import importlib
 import importlib.util
+import inspect
 import os
 import re
 import sys
@@ -35,6 +39,39 @@ def default_name(obj_or_name):
     """snake_case of a class or function name: `TransformerRel` -> `transformer_rel`."""
     name = obj_or_name if isinstance(obj_or_name, str) else obj_or_name.__name__
     return _ALL_CAP.sub(r"\1_\2", _FIRST_CAP.sub(r"\1_\2", name)).lower()
+
+
+class _Lazy:
+    """A registration by module and attribute name, imported when first looked up: the package's models, so
+    that listing names (`--registry_help`) does not import Keras and TensorFlow. Importing the module registers
+    the object itself (its decorator), in place of this."""
+
+    def __init__(self, module, attribute):
+        self.module = module
+        self.attribute = attribute
+
+    def load(self):
+        return getattr(importlib.import_module(self.module), self.attribute)
+
+    def names(self, obj):
+        """Whether `obj` is the object this names."""
+        return getattr(obj, "__module__", None) == self.module and getattr(obj, "__qualname__", None) == self.attribute
+
+    def docstring(self):
+        """The class's or function's docstring, read from the module's source without importing it."""
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), *self.module.split(".")[1:]) + ".py"
+        try:
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+        except (OSError, SyntaxError):
+            return ""
+        for node in tree.body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == self.attribute:
+                return ast.get_docstring(node) or ""
+        return ""
+
+    def __repr__(self):
+        return f"{self.module}.{self.attribute}"
 
 
 class Registry:
@@ -58,7 +95,10 @@ class Registry:
     def add(self, name, obj, *, override=False):
         if not re.fullmatch(r"[a-z0-9_]+", name):
             raise errors.T2TRelposError(f"{self.kind} names are snake_case ([a-z0-9_]+), got {name!r}")
-        if name in self._entries and not override and self._entries[name] != obj:
+        earlier = self._entries.get(name)
+        if isinstance(earlier, _Lazy) and earlier.names(obj):
+            earlier = obj  # The package's own object, imported: it takes the place of its name.
+        if name in self._entries and not override and earlier != obj:
             raise errors.DuplicateNameError(
                 f"{self.kind} {name!r} is already registered (by {_describe(self._entries[name])}); "
                 "choose another name")
@@ -70,10 +110,13 @@ class Registry:
     def get(self, name):
         _load_builtins()
         try:
-            return self._entries[name]
+            entry = self._entries[name]
         except KeyError:
             raise errors.UnknownNameError(
                 errors.unknown_name_message(self.kind, name, self._entries)) from None
+        if isinstance(entry, _Lazy):
+            entry = self._entries[name] = entry.load()
+        return entry
 
     def names(self):
         _load_builtins()
@@ -85,8 +128,8 @@ class Registry:
 
 
 def _describe(obj):
-    if isinstance(obj, str):
-        return obj
+    if isinstance(obj, (str, _Lazy)):
+        return str(obj)
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
 
 
@@ -145,28 +188,154 @@ def list_hparams():
     return HPARAMS.names()
 
 
-def help_string():
-    """Everything registered, grouped by kind, as `--registry_help` prints it."""
+# --registry_help: problems by where they come from, translation first; hparams sets by their model family.
+_PROBLEM_GROUPS = (("t2t_relpos.problems.translate", "Translation (datagen prepares them; your own text: "
+                                                     "translate_local)"),
+                   ("t2t_relpos.problems.algorithmic", "Algorithmic (generated on the fly, nothing to prepare)"),
+                   ("t2t_relpos.problems.babi", "bAbI question answering"))
+_HPARAMS_GROUPS = (("adaptive_universal_transformer", "Adaptive Universal Transformer (ACT)"),
+                   ("universal_transformer", "Universal Transformer (fixed number of steps)"),
+                   ("transformer", "Transformer"))
+_BABI_NAME = re.compile(r"babi_qa_(?P<layout>[a-z]+)_(?P<tasks>all_tasks|task\d+|single_task\d+)_(?P<subset>\w+)")
+_LINE_WIDTH = 120
+
+
+def description(entry):
+    """One line about a registered object: its docstring's first sentence (a `.gin` set: its opening comment's),
+    or ""."""
+    if isinstance(entry, _Lazy):
+        text = entry.docstring()
+    elif isinstance(entry, str):
+        text = _gin_comment(entry)
+    else:
+        text = inspect.getdoc(entry) or ""
+    paragraph = " ".join(text.strip().split("\n\n")[0].split())
+    paragraph = re.sub(r"\s*\(see [^)]*\)", "", paragraph)  # Pointers to more text: not in one line.
+    match = re.match(r"(.+?[.!?])(\s+[A-Z]|$)", paragraph)  # Not at "et al. 2017".
+    return match.group(1) if match else paragraph
+
+
+def _gin_comment(path):
     lines = []
-    for title, names in (("Problems", list_problems()), ("Models", list_models()),
-                         ("Hparams sets", list_hparams())):
-        lines.append(f"{title} ({len(names)}):")
-        lines.extend(f"  {n}" for n in names)
-        lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if not line.startswith("#"):
+                    break
+                lines.append(line.lstrip("#").strip())
+    except OSError:
+        pass
+    return " ".join(lines)
+
+
+def _rows(names, entries, indent="    "):
+    """A row per name: the name, then its description, cut at a word to fit `_LINE_WIDTH`."""
+    width = max(len(name) for name in names) + 2
+    rows = []
+    for name in names:
+        row = f"{indent}{name:<{width}}{description(entries[name])}".rstrip()
+        if len(row) > _LINE_WIDTH:
+            row = row[:_LINE_WIDTH - 3].rsplit(" ", 1)[0].rstrip(",;:(") + "..."
+        rows.append(row)
+    return rows
+
+
+def _grouped(names, group_of, groups):
+    """[(title, names)] in the order of `groups`, then what belongs to none ("Others")."""
+    found = {title: [] for _, title in groups}
+    others = []
+    for name in names:
+        title = group_of(name)
+        (found[title] if title else others).append(name)
+    result = [(title, members) for title, members in found.items() if members]
+    return result + ([("Others (e.g. from --usr_dir)", others)] if others else [])
+
+
+def _problem_group(name):
+    module = getattr(PROBLEMS._entries[name], "__module__", "")  # pylint: disable=protected-access
+    return next((title for prefix, title in _PROBLEM_GROUPS if module.startswith(prefix)), None)
+
+
+def _hparams_group(name):
+    entry = HPARAMS._entries[name]  # pylint: disable=protected-access
+    if not isinstance(entry, str) or os.path.dirname(entry) != _builtin_hparams_dir():
+        return None
+    return next((title for prefix, title in _HPARAMS_GROUPS if name.startswith(prefix + "_")), None)
+
+
+def _builtin_hparams_dir():
+    return os.path.dirname(importlib.import_module("t2t_relpos.hparams").__file__)
+
+
+def _babi_rows(names, entries):
+    """The bAbI family in a few lines: how many, the pattern of their names, and an example of each kind."""
+    parts = {"layout": set(), "tasks": set(), "subset": set()}
+    kinds = {}  # all_tasks, task, single_task: an example of each (the last name: facts layout, 1k).
+    listed = []
+    for name in names:
+        match = _BABI_NAME.fullmatch(name)
+        if not match:
+            listed.append(name)
+            continue
+        for part, value in match.groupdict().items():
+            parts[part].add(re.sub(r"\d+$", "<N>", value) if part == "tasks" else value)
+        kinds[re.sub(r"\d+$", "", match["tasks"])] = name
+    numbers = sorted({int(n) for n in re.findall(r"task(\d+)_", " ".join(names))})
+    order = {"all_tasks": 0, "task<N>": 1, "single_task<N>": 2}
+    rows = [f"    {len(names) - len(listed)} problems named babi_qa_<layout>_<tasks>_<subset>:",
+            f"      layout {' or '.join(sorted(parts['layout']))}; tasks "
+            f"{', '.join(sorted(parts['tasks'], key=lambda t: order.get(t, 3)))}"
+            + (f" (N = {numbers[0]}..{numbers[-1]})" if numbers else "")
+            + f"; subset {' or '.join(sorted(parts['subset'], key=len))}. For example:"]
+    examples = [kinds[kind] for kind in sorted(kinds, key=lambda k: order.get(k + "<N>", order.get(k, 3)))]
+    return rows + _rows(examples + listed, entries, indent="      ")
+
+
+def help_string():
+    """Everything registered, as `--registry_help` prints it: problems (translation first; the bAbI family in a
+    few lines), models and hparams sets, grouped, with a line of description each."""
+    _load_builtins()
+    # pylint: disable=protected-access
+    lines = [f"Problems ({len(PROBLEMS._entries)}), for --problem:"]
+    for title, names in _grouped(list_problems(), _problem_group, _PROBLEM_GROUPS):
+        lines.append(f"  {title}:")
+        if title == _PROBLEM_GROUPS[-1][1]:
+            lines.extend(_babi_rows(names, PROBLEMS._entries))
+        else:
+            lines.extend(_rows(names, PROBLEMS._entries))
+    lines += ["", f"Models ({len(MODELS._entries)}), for --model (default: the hparams set's):"]
+    lines.extend(_rows(list_models(), MODELS._entries, indent="  "))
+    lines += ["", f"Hparams sets ({len(HPARAMS._entries)}), for --hparams_set; in the names, *_rel: relative "
+                  "positions; tiny, cpu: small, for a CPU;", "base, big: the papers' sizes; babi: encoder-only, for "
+                  "the bAbI problems:"]
+    for title, names in _grouped(list_hparams(), _hparams_group, _HPARAMS_GROUPS):
+        lines.append(f"  {title}:")
+        lines.extend(_rows(names, HPARAMS._entries))
+    return "\n".join(lines) + "\n"
 
 
 _BUILTINS_LOADED = False
+# The package's models, registered by name until imported (t2t_relpos.models registers the same names).
+_BUILTIN_MODELS = {
+    "transformer": ("t2t_relpos.models.transformer", "Transformer"),
+    "transformer_encoder": ("t2t_relpos.models.encoder_classifier", "TransformerEncoderClassifier"),
+    "universal_transformer": ("t2t_relpos.models.universal_transformer", "UniversalTransformer"),
+    "universal_transformer_encoder": ("t2t_relpos.models.encoder_classifier",
+                                      "UniversalTransformerEncoderClassifier"),
+}
 
 
 def _load_builtins():
-    """Imports the package's own registrations once (lazily, to keep `--help` fast)."""
+    """Registers the package's own problems, hparams sets and models once (lazily, to keep `--help` fast; the
+    models by name, so that Keras and TensorFlow are imported only when one is looked up)."""
     global _BUILTINS_LOADED
     if _BUILTINS_LOADED:
         return
     _BUILTINS_LOADED = True
-    for module in ("t2t_relpos.hparams", "t2t_relpos.models", "t2t_relpos.problems"):
+    for module in ("t2t_relpos.hparams", "t2t_relpos.problems"):
         importlib.import_module(module)
+    for name, (module, attribute) in _BUILTIN_MODELS.items():
+        MODELS._entries.setdefault(name, _Lazy(module, attribute))  # pylint: disable=protected-access
 
 
 _USR_DIRS = []

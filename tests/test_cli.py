@@ -12,6 +12,8 @@ import importlib
 import io
 import logging
 import os
+import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -233,12 +235,100 @@ def test_help_exits_zero_and_lists_flags(tool):
 
 
 def test_registry_help_lists_problems_models_and_sets():
+    """Grouped, translation first, each name with a line of its docstring (a set: its .gin file's opening
+    comment), and the 164 bAbI problems in a few lines (they were 164 of 212 bare names, the translation
+    problems at the bottom)."""
     result = call_tool("t2t-relpos-trainer", "--registry_help")
     assert result.returncode == 0, result.stderr
+    text = result.stdout
     for name in ("algorithmic_reverse_decimal40", "transformer", "transformer_base", "transformer_big",
                  "transformer_base_rel", "transformer_big_rel", "transformer_tiny", "transformer_tiny_rel",
-                 "transformer_cpu_rel", "babi_qa_facts_all_tasks_1k", "universal_transformer_encoder"):
-        assert name in result.stdout
+                 "transformer_cpu_rel", "babi_qa_facts_all_tasks_1k", "universal_transformer_encoder",
+                 "translate_local", "wmt14_ende"):
+        assert re.search(rf"^ +{name} +[A-Za-z]", text, re.M), name  # A description follows each name.
+    assert re.search(r"^ +wmt14_ende +WMT14 English -> German\.$", text, re.M)
+    assert re.search(r"^ +transformer_cpu_rel +transformer_cpu with relative positions", text, re.M)
+    assert re.search(r"^ +transformer +Encoder-decoder Transformer \(Vaswani et al\. 2017\)", text, re.M)
+    assert text.index("Translation") < text.index("Algorithmic") < text.index("bAbI") < text.index("Models")
+    assert "164 problems named babi_qa_<layout>_<tasks>_<subset>:" in text
+    assert len(re.findall(r"^ +babi_qa_", text, re.M)) == 3, text  # One example of each kind.
+    assert text.index("  Adaptive Universal Transformer (ACT):\n") < text.index("\n  Transformer:\n")
+    assert len(text.splitlines()) < 80 and max(len(line) for line in text.splitlines()) <= 120
+
+
+def test_registry_help_imports_no_tensorflow():
+    """It took 8 s, importing TensorFlow to list names; the package's models are registered by name until used."""
+    code = ("import atexit, sys; atexit.register(lambda: print('tensorflow' in sys.modules, 'keras' in sys.modules, "
+            "file=sys.stderr)); import t2t_relpos.cli.trainer as m; m.run()")
+    result = subprocess.run([sys.executable, "-c", code, "--registry_help"], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert (result.returncode, result.stderr) == (0, "False False\n"), result.stderr
+    assert "universal_transformer_encoder" in result.stdout
+
+
+def test_the_registry_names_every_model_of_the_package():
+    """The names registered before the models are imported are the package's models, each the class its
+    module registers (a model added to t2t_relpos.models but not to registry._BUILTIN_MODELS fails here)."""
+    import t2t_relpos.models  # noqa: F401  # pylint: disable=import-outside-toplevel,unused-import
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+
+    builtin = registry._BUILTIN_MODELS  # pylint: disable=protected-access
+    for name, (module, attribute) in builtin.items():
+        assert registry.model(name) is getattr(importlib.import_module(module), attribute)
+    assert {name for name in registry.list_models()
+            if registry.model(name).__module__.startswith("t2t_relpos.models.")} == set(builtin)
+
+
+# An example command in a tool's --help: `  [echo ... |] t2t-relpos-<tool> --flag=value ...`.
+EXAMPLE = re.compile(r"^ +(?:echo [^|\n]*\| *)?(t2t-relpos-[a-z-]+)( .*)?$", re.M)
+CHECKED = ("problem", "hparams_set", "model", "hparams", "gin_param", "decode_hparams", "decode_split")
+
+
+def _check_example_values(values):
+    """Raises unless the registry names and the overrides in `values` ({flag: value}) are valid."""
+    # pylint: disable=import-outside-toplevel
+    from t2t_relpos import registry
+    from t2t_relpos.cli import decoder
+    from t2t_relpos.hparams import stored
+
+    for flag, names in (("problem", registry.list_problems()), ("hparams_set", registry.list_hparams()),
+                        ("model", registry.list_models()), ("decode_split", ("eval", "test"))):
+        assert values.get(flag, names[0]) in names, (flag, values)
+    hparams_set = values.get("hparams_set", "transformer_base_rel")
+    stored.resolve(hparams_set, values.get("hparams", ""), gin_params=[values["gin_param"]] if "gin_param" in values
+                   else ())
+    if "decode_hparams" in values:
+        decoder.decode_settings(registry.hparams(hparams_set), values["decode_hparams"], values.get("decode_split"))
+
+
+def test_every_example_in_the_tools_help_is_valid():
+    """The example commands of every tool's --help and the examples in its flags' help: flags the tool has,
+    registered names, overrides that parse and pass the checks (`--hparams='hidden_size=256,dropout=0.2'` was
+    `unknown hparam 'dropout'`)."""
+    helps = {tool: call_tool(tool, "--help").stdout for tool in TOOLS}
+    commands = [(tool, args) for text in helps.values() for tool, args in EXAMPLE.findall(text)]
+    assert len(commands) >= 10 and {tool for tool, _ in commands} == set(TOOLS), commands
+    for tool, args in commands:
+        words = shlex.split(args.replace("[", "").replace("]", ""), comments=True)
+        words = words[:next((i for i, word in enumerate(words) if word in (">", "|")), len(words))]
+        known = set(re.findall(r"^ +--(?:\[no\])?(\w+)", helps[tool], re.M))
+        values = {}
+        for word in words:
+            name, _, value = word.partition("=")
+            assert name.startswith("--") and name[2:] in known, (tool, word)
+            values[name[2:]] = value
+        _check_example_values({flag: value for flag, value in values.items() if flag in CHECKED})
+    examples = {}
+    for text in helps.values():
+        for paragraph in re.split(r"\n  (?=--)", text):
+            flag = re.match(r"--(?:\[no\])?(\w+):", paragraph)
+            paragraph = " ".join(paragraph.split())
+            example = (re.search(r"e\.g\. (?:'([^']*)'|\"([^\"]*)\"|([\w.]+\w))", paragraph)
+                       or re.search(r"'([^']*=[^']*)'", paragraph))  # A quoted override, without "e.g.".
+            if flag and example and flag.group(1) in CHECKED:
+                examples[flag.group(1)] = next(group for group in example.groups() if group is not None)
+    assert set(examples) == {"problem", "hparams_set", "hparams", "gin_param", "decode_hparams"}, examples
+    _check_example_values(examples)
 
 
 def test_unknown_flag_is_a_usage_error():

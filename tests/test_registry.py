@@ -1,5 +1,6 @@
 """The registry: registration, default names, lookups with close-match errors, duplicates, --usr_dir."""
 
+import re
 import textwrap
 
 import pytest
@@ -70,7 +71,7 @@ def test_builtin_sets_are_listed_in_help():
     text = registry.help_string()
     for name in ("transformer_base", "transformer_big", "transformer_base_rel", "transformer_big_rel",
                  "transformer_tiny", "transformer_tiny_rel"):
-        assert f"  {name}\n" in text
+        assert re.search(rf"^ +{name} +\S", text, re.M), name  # With its line of description.
     assert text.index("Problems") < text.index("Models") < text.index("Hparams sets")
 
 

@@ -59,7 +59,8 @@ def define_run_flags():
     flags.DEFINE_string("problem", None, "Registered problem name, e.g. algorithmic_reverse_decimal40.")
     flags.DEFINE_string("model", None, "Registered model name (default: the hparams set's model).")
     flags.DEFINE_string("hparams_set", None, "Registered hparams set, e.g. transformer_base_rel.")
-    flags.DEFINE_string("hparams", "", "Comma-separated overrides: 'hidden_size=256,dropout=0.2'.")
+    flags.DEFINE_string("hparams", "", "Comma-separated overrides, e.g. "
+                        "'hidden_size=256,layer_prepostprocess_dropout=0.2'.")
     flags.DEFINE_multi_string("gin_file", [], "Extra gin files parsed after the hparams set.")
     flags.DEFINE_multi_string("gin_param", [], "Extra gin bindings, e.g. \"hparams.num_heads = 4\".")
     flags.DEFINE_string("output_dir", None, "Model directory: checkpoints, hparams, summaries.")

@@ -56,6 +56,12 @@ def define_flags():
 
 
 def main(argv):  # pylint: disable=unused-argument
+    if FLAGS.registry_help:  # At once: listing names imports neither Keras nor TensorFlow.
+        from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+
+        common.import_usr_dir()
+        print(registry.help_string(), end="")
+        return 0
     common.import_tensorflow()
     # pylint: disable=import-outside-toplevel
     from t2t_relpos import errors
@@ -67,9 +73,6 @@ def main(argv):  # pylint: disable=unused-argument
     from t2t_relpos.training import strategy as strategy_lib
 
     common.import_usr_dir()
-    if FLAGS.registry_help:
-        print(registry.help_string(), end="")
-        return 0
     # The runtime is configured here, before anything creates a tensor (which would fix it).
     strategy_lib.split_cpu(FLAGS.cpu_devices)
     strategy = strategy_lib.make_strategy(FLAGS.distribution)
@@ -178,8 +181,12 @@ def train(strategy, hparams, problem, model_name):
             from t2t_relpos.training import runs
 
             model = runs.load(FLAGS.output_dir, checkpoints.latest(trainer.manager), FLAGS.data_dir)[0]
-        path = export_cli.write_export(model, problem, hparams, FLAGS.output_dir, trainer.step,
-                                       FLAGS.data_dir, FLAGS.export_format)
+        try:
+            path = export_cli.write_export(model, problem, hparams, FLAGS.output_dir, trainer.step,
+                                           FLAGS.data_dir, FLAGS.export_format)
+        except errors.T2TRelposError as e:  # E.g. a full disk: what is done is kept, and says so.
+            raise errors.T2TRelposError(f"the run is trained and saved, but {e}; export it with t2t-relpos-export "
+                                        "once that is fixed") from None
         kind = "a SavedModel" if FLAGS.export_format == "saved_model" else "a CTranslate2 model"
         print(f"Exported {kind} to {path}", flush=True)
     try:
