@@ -85,8 +85,12 @@ def atomic_directory(path, what="the directory"):
     """Yields a temporary directory beside `path`, renamed to `path` when the block ends without an error.
 
     `path` must not exist yet (a directory cannot replace another atomically). On any error the temporary
-    directory and everything in it are removed.
+    directory and everything in it are removed. A remote `path` (`gs://...`: an object store, where renaming a
+    directory copies each file) is yielded as it is, to be written in place, as TensorFlow writes it.
     """
+    if "://" in path:
+        yield path
+        return
     tmp = temporary_name(path)
     shutil.rmtree(tmp, ignore_errors=True)
     try:

@@ -349,3 +349,16 @@ def test_a_stop_asked_for_during_an_evaluation_ends_it_between_batches(run):
     assert run["evaluated"] == 1
     assert run["interrupted"] == (f"interrupted at step 3; checkpoint saved to {run['dir']}/ckpt-3; run the same "
                                   "command again to resume")
+
+
+def test_a_remote_export_is_written_in_place(tmp_path, monkeypatch):
+    """A gs:// run's export went to a hidden temporary name on the store, never renamed, and a local directory
+    tree named `gs:/...` appeared: a remote directory is written where it is named (object stores have no atomic
+    rename of a directory)."""
+    monkeypatch.chdir(tmp_path)
+    with files.atomic_directory("ram://run/export/7", "the SavedModel") as where:
+        tf.io.gfile.makedirs(where)
+        with tf.io.gfile.GFile(where + "/saved_model.pb", "w") as f:
+            f.write("model")
+    assert where == "ram://run/export/7" and tf.io.gfile.exists("ram://run/export/7/saved_model.pb")
+    assert not os.listdir(tmp_path)
