@@ -59,8 +59,16 @@ def atomic_write(path, mode="w", encoding="utf-8", what="the file"):
 
     An earlier file at `path` stays as it was until the new one is whole. Any error (full disk, kill by an
     exception such as `KeyboardInterrupt`) removes the temporary and leaves `path` untouched; an `OSError` is
-    raised again as a one-line `T2TRelposError`.
+    raised again as a one-line `T2TRelposError`. A `path` that is not a regular file (a device such as /dev/null,
+    a named pipe) is written in place: a rename would replace it with a file.
     """
+    if os.path.exists(path) and not os.path.isfile(path):
+        try:
+            with open(path, mode, encoding=None if "b" in mode else encoding) as f:
+                yield f
+        except OSError as e:
+            raise storage_error(e, what, path) from None
+        return
     tmp = temporary_name(path)
     try:
         f = open(tmp, mode, encoding=None if "b" in mode else encoding)  # pylint: disable=consider-using-with
