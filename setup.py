@@ -66,8 +66,8 @@ setup(
     ],
     extras_require={
         # jax: the backend tests (tests/test_backends.py); ctranslate2: the CTranslate2 export's round trip;
-        # the docs' packages: tests/test_docs.py builds the site.
-        "test": ["pytest>=8", "pytest-xdist>=3.5", "jax>=0.4.36", "ctranslate2>=4.0,<5", *_DOCS],
+        # the docs' packages: tests/test_docs.py builds the site; ruff: `make test` lints first (ruff.toml).
+        "test": ["pytest>=8", "pytest-xdist>=3.5", "jax>=0.4.36", "ctranslate2>=4.0,<5", "ruff>=0.6", *_DOCS],
         "jax": ["jax>=0.4.36"],
         "ctranslate2": ["ctranslate2>=4.0,<5"],
         "plot": ["matplotlib>=3.8"],

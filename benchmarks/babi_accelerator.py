@@ -76,8 +76,8 @@ def prepare(args):
 
 
 def _encoded_splits(subset, data_dir):
-    from t2t_relpos import errors, registry  # pylint: disable=import-outside-toplevel
     import t2t_relpos.problems  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    from t2t_relpos import errors, registry  # pylint: disable=import-outside-toplevel
 
     problem = registry.problem(f"babi_qa_facts_all_tasks_{subset}")
     arrays = {}
@@ -220,8 +220,8 @@ def read_hparams(hparams_set, overrides):
 
 def task_repeats(data, hparams):
     """{task: times} of the hparams' `task_repeats`, checked as the trainer's problem checks them."""
-    from t2t_relpos import errors, registry  # pylint: disable=import-outside-toplevel
     import t2t_relpos.problems  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    from t2t_relpos import errors, registry  # pylint: disable=import-outside-toplevel
 
     try:
         return registry.problem(data.problem).task_repeats(hparams.get("task_repeats"))

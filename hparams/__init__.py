@@ -3,8 +3,8 @@
 import os
 
 from t2t_relpos import registry
-from t2t_relpos.hparams.hparams_lib import HParams, from_gin_files
 from t2t_relpos.hparams.defaults import default_hparams
+from t2t_relpos.hparams.hparams_lib import HParams, from_gin_files
 
 __all__ = ["HParams", "default_hparams", "from_gin_files"]
 

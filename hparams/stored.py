@@ -16,11 +16,8 @@ import re
 
 import tensorflow as tf
 
-from t2t_relpos import errors
-from t2t_relpos import files
-from t2t_relpos import registry
-from t2t_relpos.hparams import checks
-from t2t_relpos.hparams import hparams_lib
+from t2t_relpos import errors, files, registry
+from t2t_relpos.hparams import checks, hparams_lib
 
 JSON_NAME = "hparams.json"
 GIN_NAME = "operative_config.gin"

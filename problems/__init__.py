@@ -2,7 +2,4 @@
 
 # Imported for their registrations: `registry.problem("algorithmic_reverse_decimal40")` works once the
 # package is imported. None of these imports TensorFlow (listing problems stays quick).
-from t2t_relpos.problems import algorithmic  # pylint: disable=unused-import
-from t2t_relpos.problems import babi  # pylint: disable=unused-import
-from t2t_relpos.problems import translate_local  # pylint: disable=unused-import
-from t2t_relpos.problems import translate_wmt  # pylint: disable=unused-import
+from t2t_relpos.problems import algorithmic, babi, translate_local, translate_wmt  # pylint: disable=unused-import

@@ -22,10 +22,8 @@ is downloaded or prepared.
 
 import numpy as np
 
-from t2t_relpos import errors
-from t2t_relpos import registry
-from t2t_relpos.problems import babi_text
-from t2t_relpos.problems import problem
+from t2t_relpos import errors, registry
+from t2t_relpos.problems import babi_text, problem
 
 
 class BabiQa(problem.Problem):

@@ -280,9 +280,7 @@ class TranslateProblem(problem.Problem):
                   flush=True)
 
     def _generate_vocab(self, data_dir, settings):
-        from t2t_relpos.data import preparation  # pylint: disable=import-outside-toplevel
-        from t2t_relpos.data import sentencepiece_vocab  # pylint: disable=import-outside-toplevel
-        from t2t_relpos.data import shards  # pylint: disable=import-outside-toplevel
+        from t2t_relpos.data import preparation, sentencepiece_vocab, shards  # pylint: disable=import-outside-toplevel
 
         path = self.vocab_path(data_dir)
         if os.path.isfile(path):
@@ -346,9 +344,7 @@ class TranslateProblem(problem.Problem):
     def _example_chunks(self, split, data_dir, seed, num_shards, shard_index, chunk_size=None):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel  # Listing problems must not load TF.
 
-        from t2t_relpos.data import batching  # pylint: disable=import-outside-toplevel
-        from t2t_relpos.data import id_shards  # pylint: disable=import-outside-toplevel
-        from t2t_relpos.data import shards  # pylint: disable=import-outside-toplevel
+        from t2t_relpos.data import batching, id_shards, shards  # pylint: disable=import-outside-toplevel
 
         record = _read_json(self._record_path(data_dir))
         if record and split not in record["splits"]:

@@ -28,8 +28,7 @@ For several corpora, use one data_dir each, or register named subclasses (each r
 
 import os
 
-from t2t_relpos import errors
-from t2t_relpos import registry
+from t2t_relpos import errors, registry
 from t2t_relpos.data import parallel_text
 from t2t_relpos.problems import translate
 

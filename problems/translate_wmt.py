@@ -26,10 +26,8 @@ import os
 import socket
 import threading
 
-from t2t_relpos import errors
-from t2t_relpos import registry
-from t2t_relpos.data import archives
-from t2t_relpos.data import parallel_text
+from t2t_relpos import errors, registry
+from t2t_relpos.data import archives, parallel_text
 from t2t_relpos.problems import translate
 
 # The archives, with the sizes and SHA-256 sums tensorflow-datasets registers for them (url_checksums/).

@@ -14,8 +14,7 @@ import fcntl
 import os
 import socket
 
-from t2t_relpos import errors
-from t2t_relpos import files
+from t2t_relpos import errors, files
 
 
 class LockedError(errors.T2TRelposError):

@@ -25,11 +25,14 @@ from keras import ops
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from act_reference import reference_act  # noqa: E402  pylint: disable=wrong-import-position
-from attention_reference import (layer_weights, masks, materialized_attention,  # noqa: E402
-                                 reference_attention, relation_labels)
+from attention_reference import layer_weights, masks, materialized_attention, reference_attention, relation_labels  # noqa: E402
 from t2t_relpos.decoding import search  # noqa: E402  pylint: disable=wrong-import-position
-from t2t_relpos.layers import (AdaptiveComputationTime, RelationAwareMultiHeadAttention,  # noqa: E402
-                               TransformerEncoder, UniversalTransformerEncoder)
+from t2t_relpos.layers import (  # noqa: E402
+    AdaptiveComputationTime,
+    RelationAwareMultiHeadAttention,
+    TransformerEncoder,
+    UniversalTransformerEncoder,
+)
 from t2t_relpos.models import Transformer, UniversalTransformer  # noqa: E402
 from t2t_relpos.models.transformer import shift_right  # noqa: E402
 

@@ -10,12 +10,12 @@ import types
 import numpy as np
 import pytest
 
-from test_cli import call_tool, run_tool
-from test_quality_benchmarks import babi as babi_benchmark
 from t2t_relpos import errors, registry
 from t2t_relpos.problems import babi as babi_problems
 from t2t_relpos.problems import babi_text
 from t2t_relpos.problems.problem import EOS_ID
+from test_cli import call_tool, run_tool
+from test_quality_benchmarks import babi as babi_benchmark
 
 PLACES = ("bathroom", "hallway", "garden", "office")
 PEOPLE = ("Mary", "John", "Daniel", "Sandra")
@@ -454,6 +454,7 @@ def test_an_export_the_model_cannot_have_is_refused_before_training(tmp_path, ex
 @pytest.mark.slow  # Three trainer runs: 60 s of a core (the trainer's frozen layers: tests/test_training.py).
 def test_a_run_continued_on_other_tasks_keeps_its_frozen_layers_and_reports_both_ends(tmp_path):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
     from t2t_relpos.hparams import stored as stored_hparams  # pylint: disable=import-outside-toplevel
     from t2t_relpos.training import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
 

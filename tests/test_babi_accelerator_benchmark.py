@@ -11,8 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from test_babi import write_task_files
 from t2t_relpos import registry
+from test_babi import write_task_files
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PATH = os.path.join(_ROOT, "benchmarks", "babi_accelerator.py")

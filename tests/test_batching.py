@@ -5,8 +5,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_relpos import registry
-from t2t_relpos.data import batching
-from t2t_relpos.data import pipeline
+from t2t_relpos.data import batching, pipeline
 from t2t_relpos.problems import algorithmic
 
 BUDGET = 128

@@ -52,6 +52,7 @@ def usr_dirs_forgotten():
     """What a `--usr_dir` imported inside the block adds to this process (registrations, its modules, search
     paths) is gone after it, so that later tests on this pytest worker do not see it."""
     import gin.config  # pylint: disable=import-outside-toplevel
+
     from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
     from t2t_relpos.hparams import hparams_lib  # pylint: disable=import-outside-toplevel
 

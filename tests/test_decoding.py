@@ -2,9 +2,9 @@
 
 import math
 
+import keras
 import numpy as np
 import pytest
-import keras
 import tensorflow as tf
 from keras import ops
 

@@ -18,14 +18,10 @@ import re
 import pytest
 import tensorflow as tf
 
-from t2t_relpos import errors
-from t2t_relpos import registry
-from t2t_relpos.data import id_shards
-from t2t_relpos.data import preparation
-from t2t_relpos.data import shards
-from t2t_relpos.problems import babi_text
-
 import translation_data as data
+from t2t_relpos import errors, registry
+from t2t_relpos.data import id_shards, preparation, shards
+from t2t_relpos.problems import babi_text
 from test_cli import assert_usage_error, call_tool
 
 NAME = "translate_local"

@@ -16,9 +16,7 @@ import signal
 import pytest
 import tensorflow as tf
 
-from t2t_relpos import errors
-from t2t_relpos import files
-from t2t_relpos import registry
+from t2t_relpos import errors, files, registry
 from t2t_relpos.training import checkpoints
 from t2t_relpos.training import trainer as trainer_lib
 from test_cli import call_tool, usr_dirs_forgotten

@@ -6,8 +6,7 @@ import threading
 
 import pytest
 
-from t2t_relpos import errors
-from t2t_relpos import files
+from t2t_relpos import errors, files
 
 
 def test_a_failed_write_leaves_the_earlier_file_and_no_temporary(tmp_path):

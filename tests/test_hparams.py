@@ -5,8 +5,7 @@ import json
 import pytest
 import tensorflow as tf
 
-from t2t_relpos import errors
-from t2t_relpos import registry
+from t2t_relpos import errors, registry
 from t2t_relpos.hparams import HParams, stored
 
 SETS = ("transformer_base", "transformer_big", "transformer_base_rel", "transformer_big_rel",

@@ -8,9 +8,17 @@ import tensorflow as tf
 from keras import ops
 
 from attention_reference import layer_weights, reference_attention, relation_labels
-from t2t_relpos.layers import (AdaptiveComputationTime, RelationAwareMultiHeadAttention, SeparableConvTransition,
-                               TokenEmbedding, TransformerDecoder, TransformerEncoder, TransformerEncoderBlock,
-                               UniversalTransformerDecoder, UniversalTransformerEncoder)
+from t2t_relpos.layers import (
+    AdaptiveComputationTime,
+    RelationAwareMultiHeadAttention,
+    SeparableConvTransition,
+    TokenEmbedding,
+    TransformerDecoder,
+    TransformerEncoder,
+    TransformerEncoderBlock,
+    UniversalTransformerDecoder,
+    UniversalTransformerEncoder,
+)
 
 SMALL = {"hidden_size": 16, "num_heads": 2, "filter_size": 32, "position_encoding": "relative",
          "max_relative_position": 2}

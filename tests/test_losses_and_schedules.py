@@ -4,10 +4,8 @@ import math
 
 import numpy as np
 import pytest
-from keras import ops
 
-from t2t_relpos import errors
-from t2t_relpos import registry
+from t2t_relpos import errors, registry
 from t2t_relpos.training import losses, optimizers, schedules
 
 

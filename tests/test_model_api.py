@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_relpos.hparams import HParams
 from t2t_relpos import errors, registry
 from t2t_relpos.data import batching
+from t2t_relpos.hparams import HParams
 from t2t_relpos.models import Transformer, UniversalTransformer
 from t2t_relpos.models.encoder_classifier import TransformerEncoderClassifier
 

@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 from keras import ops
 
-from t2t_relpos.hparams import checks, defaults
 from t2t_relpos import errors
+from t2t_relpos.hparams import checks, defaults
 from t2t_relpos.layers import PositionOffset, UniversalTransformerEncoder
 from t2t_relpos.models.transformer import Transformer
 from t2t_relpos.models.universal_transformer import UniversalTransformer

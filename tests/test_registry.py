@@ -5,8 +5,7 @@ import textwrap
 
 import pytest
 
-from t2t_relpos import errors
-from t2t_relpos import registry
+from t2t_relpos import errors, registry
 
 
 @pytest.fixture

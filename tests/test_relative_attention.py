@@ -10,8 +10,7 @@ import tensorflow as tf
 from keras import ops
 
 import attention_reference
-from attention_reference import (layer_weights, materialized_attention, reference_attention,
-                                 relation_labels)
+from attention_reference import layer_weights, materialized_attention, reference_attention, relation_labels
 from t2t_relpos.layers import RelationAwareMultiHeadAttention
 
 B, T, D, H, DK = 2, 6, 12, 3, 4

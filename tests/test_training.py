@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_relpos import errors
-from t2t_relpos import registry
+from t2t_relpos import errors, registry
 from t2t_relpos.problems import algorithmic
 from t2t_relpos.training import checkpoints
 from t2t_relpos.training import trainer as trainer_lib
@@ -176,7 +175,7 @@ def test_interrupted_and_killed_runs_resume_where_they_stopped(tmp_path):
     third = _start(run_dir, killed_at + 2, "--checkpoint_every=2")
     output = third.communicate(timeout=300)[0]
     assert third.returncode == 0, output
-    assert f"Resuming from" in output and f"(step {killed_at})" in output
+    assert "Resuming from" in output and f"(step {killed_at})" in output
     assert checkpoints.step_of(_latest(run_dir)) == killed_at + 2
     assert not [name for name in os.listdir(run_dir) if "_temp" in name]
 

@@ -5,12 +5,10 @@ import os
 
 import pytest
 
-from t2t_relpos import errors
-from t2t_relpos import registry
+import translation_data as data
+from t2t_relpos import errors, registry
 from t2t_relpos.data import shards
 from t2t_relpos.problems import problem as problem_lib
-
-import translation_data as data
 
 SETTINGS = {"vocab_size": 400, "examples_per_shard": 40}
 

@@ -6,9 +6,8 @@ import os
 import subprocess
 import sys
 
-from t2t_relpos import registry
-
 import translation_data as data
+from t2t_relpos import registry
 
 _PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "translate_small.py")
 _SPEC = importlib.util.spec_from_file_location("benchmark_translate_small", _PATH)

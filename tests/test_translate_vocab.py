@@ -2,11 +2,10 @@
 
 import pytest
 
+import translation_data as data
 from t2t_relpos import errors
 from t2t_relpos.data import sentencepiece_vocab
 from t2t_relpos.problems import problem
-
-import translation_data as data
 
 VOCAB_SIZE = 400
 

@@ -10,13 +10,10 @@ import types
 
 import pytest
 
-from t2t_relpos import errors
-from t2t_relpos import registry
-from t2t_relpos.data import archives
-from t2t_relpos.data import shards
-from t2t_relpos.problems import translate_wmt
-
 import translation_data as data
+from t2t_relpos import errors, registry
+from t2t_relpos.data import archives, shards
+from t2t_relpos.problems import translate_wmt
 
 SETTINGS = {"vocab_size": 400, "examples_per_shard": 50}
 TRAIN_ARCHIVES = ("training-parallel-europarl-v7.tgz", "training-parallel-commoncrawl.tgz",

@@ -15,9 +15,15 @@ from keras import ops
 from act_reference import reference_act
 from t2t_relpos import registry
 from t2t_relpos.decoding import search
-from t2t_relpos.layers import (AdaptiveComputationTime, SeparableConvTransition, TransformerDecoder,
-                               TransformerEncoder, UniversalTransformerDecoder, UniversalTransformerEncoder,
-                               timing_signal)
+from t2t_relpos.layers import (
+    AdaptiveComputationTime,
+    SeparableConvTransition,
+    TransformerDecoder,
+    TransformerEncoder,
+    UniversalTransformerDecoder,
+    UniversalTransformerEncoder,
+    timing_signal,
+)
 from t2t_relpos.models import UniversalTransformer
 from t2t_relpos.models.transformer import shift_right
 

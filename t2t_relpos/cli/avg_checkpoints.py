@@ -31,8 +31,7 @@ def main(argv):  # pylint: disable=unused-argument
     # pylint: disable=import-outside-toplevel
     from t2t_relpos import errors
     from t2t_relpos.hparams import stored
-    from t2t_relpos.training import averaging
-    from t2t_relpos.training import runs
+    from t2t_relpos.training import averaging, runs
 
     common.import_usr_dir()
     if not FLAGS.output_dir:

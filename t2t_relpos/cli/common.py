@@ -17,9 +17,7 @@ import sys
 # TF_CPU_ALLOCATOR_USE_BFC=false in the environment keeps the default.
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
-from absl import app  # pylint: disable=wrong-import-position
-from absl import flags  # pylint: disable=wrong-import-position
-from absl import logging  # pylint: disable=wrong-import-position
+from absl import app, flags, logging  # pylint: disable=wrong-import-position
 
 from t2t_relpos import errors  # pylint: disable=wrong-import-position
 

@@ -27,8 +27,7 @@ def define_flags():
 def main(argv):  # pylint: disable=unused-argument
     common.import_tensorflow()
     # pylint: disable=import-outside-toplevel
-    from t2t_relpos import errors
-    from t2t_relpos import registry
+    from t2t_relpos import errors, registry
     from t2t_relpos.data import preparation
 
     common.import_usr_dir()

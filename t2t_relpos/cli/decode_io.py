@@ -13,8 +13,7 @@ import time
 
 from absl import logging
 
-from t2t_relpos import errors
-from t2t_relpos import files
+from t2t_relpos import errors, files
 from t2t_relpos.data import parallel_text
 from t2t_relpos.decoding import translator as translator_lib
 

@@ -101,8 +101,7 @@ def main(argv):  # pylint: disable=unused-argument
     common.import_tensorflow()
     # pylint: disable=import-outside-toplevel
     from t2t_relpos import errors
-    from t2t_relpos.training import checkpoints
-    from t2t_relpos.training import runs
+    from t2t_relpos.training import checkpoints, runs
 
     common.import_usr_dir()
     if not FLAGS.output_dir:

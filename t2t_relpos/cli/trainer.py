@@ -64,10 +64,7 @@ def main(argv):  # pylint: disable=unused-argument
         return 0
     common.import_tensorflow()
     # pylint: disable=import-outside-toplevel
-    from t2t_relpos import errors
-    from t2t_relpos import files
-    from t2t_relpos import locks
-    from t2t_relpos import registry
+    from t2t_relpos import errors, files, locks, registry
     from t2t_relpos.hparams import stored
     from t2t_relpos.training import schedules
     from t2t_relpos.training import strategy as strategy_lib
@@ -177,8 +174,7 @@ def train(strategy, hparams, problem, model_name):
         if mixed_precision:
             # Exported in float32 from the checkpoint just saved, as t2t-relpos-export would: the search's loop
             # state must keep one type, which float16 or bfloat16 activations do not.
-            from t2t_relpos.training import checkpoints
-            from t2t_relpos.training import runs
+            from t2t_relpos.training import checkpoints, runs
 
             model = runs.load(FLAGS.output_dir, checkpoints.latest(trainer.manager), FLAGS.data_dir)[0]
         try:

@@ -15,8 +15,7 @@ import os
 import shutil
 import tarfile
 
-from t2t_relpos import errors
-from t2t_relpos import files
+from t2t_relpos import errors, files
 from t2t_relpos.data import preparation
 
 

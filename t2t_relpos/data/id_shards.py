@@ -24,8 +24,7 @@ import os
 
 import tensorflow as tf
 
-from t2t_relpos.data import preparation
-from t2t_relpos.data import shards
+from t2t_relpos.data import preparation, shards
 
 _FORMAT = 1
 _FEATURES = ("inputs", "targets")

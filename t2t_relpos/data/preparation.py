@@ -20,9 +20,7 @@ import os
 import socket
 import sys
 
-from t2t_relpos import errors
-from t2t_relpos import files
-from t2t_relpos import locks
+from t2t_relpos import errors, files, locks
 
 PARTIAL = ".incomplete"
 # Errors of a directory that cannot be written in, whatever the space: its files can still be read.

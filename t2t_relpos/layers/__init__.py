@@ -5,8 +5,7 @@ from t2t_relpos.layers.embedding import TokenEmbedding
 from t2t_relpos.layers.fact_embedding import FactEmbedding
 from t2t_relpos.layers.position import PositionOffset, SinusoidalPositionEncoding, StepEncoding, timing_signal
 from t2t_relpos.layers.relative_attention import RelationAwareMultiHeadAttention
-from t2t_relpos.layers.transformer_block import (FeedForward, TransformerDecoderBlock,
-                                                 TransformerEncoderBlock)
+from t2t_relpos.layers.transformer_block import FeedForward, TransformerDecoderBlock, TransformerEncoderBlock
 from t2t_relpos.layers.transformer_stack import TransformerDecoder, TransformerEncoder
 from t2t_relpos.layers.transition import SeparableConvTransition
 from t2t_relpos.layers.universal import UniversalTransformerDecoder, UniversalTransformerEncoder

@@ -3,8 +3,8 @@
 import warnings
 
 import keras
-from keras import ops
 import numpy as np
+from keras import ops
 
 from t2t_relpos.layers import cache_ops, relative_ops
 from t2t_relpos.layers.checks import check_int, check_shape, static_shape

@@ -14,12 +14,11 @@ import errno
 import os
 import shutil
 
-from absl import logging
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
-from t2t_relpos import errors
-from t2t_relpos import files
+from t2t_relpos import errors, files
 from t2t_relpos.hparams import stored
 from t2t_relpos.training import checkpoints
 

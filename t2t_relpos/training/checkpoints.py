@@ -24,14 +24,13 @@ import shutil
 import tempfile
 import time
 
+import tensorflow as tf
 from absl import logging
 from google.protobuf import text_format
-import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 from tensorflow.python.training import checkpoint_state_pb2
 
-from t2t_relpos import errors
-from t2t_relpos import files
+from t2t_relpos import errors, files
 
 CHECKPOINT_NAME = "ckpt"
 INDEX_NAME = "checkpoint"

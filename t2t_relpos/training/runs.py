@@ -4,11 +4,9 @@ import os
 
 import tensorflow as tf
 
-from t2t_relpos import errors
-from t2t_relpos import registry
+from t2t_relpos import errors, registry
 from t2t_relpos.hparams import stored
-from t2t_relpos.training import checkpoints
-from t2t_relpos.training import trainer
+from t2t_relpos.training import checkpoints, trainer
 
 
 def load_record(output_dir):

@@ -19,13 +19,9 @@ import time
 import keras
 import tensorflow as tf
 
-from t2t_relpos import errors
-from t2t_relpos import registry
-from t2t_relpos.data import batching
-from t2t_relpos.data import pipeline
-from t2t_relpos.training import checkpoints
-from t2t_relpos.training import losses
-from t2t_relpos.training import optimizers
+from t2t_relpos import errors, registry
+from t2t_relpos.data import batching, pipeline
+from t2t_relpos.training import checkpoints, losses, optimizers
 from t2t_relpos.training import strategy as strategy_lib
 
 SUM = tf.distribute.ReduceOp.SUM
