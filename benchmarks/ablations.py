@@ -74,7 +74,8 @@ def format_table(results, table):
             continue
         rows.append([label, f"{result['bleu']['13a'][0]:.2f}", f"{result['bleu']['intl'][0]:.2f}",
                      f"{result['eval'].get('loss', float('nan')):.3f}" if result["eval"] else "",
-                     "" if paper is None else f"{paper:.1f}", "translate_small's" if result["train_s"] is None else f"{result['train_s'] / 60:.1f}"])
+                     "" if paper is None else f"{paper:.1f}",
+                     "translate_small's" if result["train_s"] is None else f"{result['train_s'] / 60:.1f}"])
     return common.markdown_table(["configuration", "BLEU 13a", "BLEU intl", "val loss", "paper BLEU",
                                   "train minutes"], rows, align="lrrrrr")
 
@@ -82,9 +83,10 @@ def format_table(results, table):
 def report(args, results, log, seconds):
     signature = next(iter(results.values()))["bleu"]["13a"][1]
     commands = "\n".join(f"    {line}" for line in log)
+    # "\x20\x20" at a line's end: Markdown's line break (two spaces, which editors strip).
     return f"""## Ablations: clipping distance and relative keys / values (Shaw et al. 2018, Tables 2 and 3)
 
-`{common.command_line()}` — {common.today()}, took {seconds / 60:.0f} min.  
+`{common.command_line()}` — {common.today()}, took {seconds / 60:.0f} min.\x20\x20
 Machine: {common.machine_description()}.
 
 `{BASE_SET}` (2+2 layers, width 64, relative positions with per-head tables, no absolute signal) on Multi30k

@@ -256,9 +256,10 @@ def main():
     datasets, hparams = stages(data_dir, args.hparams_set)
     result = rates(measure(datasets, args.seconds, args.reps))
     table = format_table(result)
+    # "\x20\x20" at a line's end: Markdown's line break (two spaces, which editors strip).
     text = f"""## Input pipeline: target tokens per second, stage by stage (WMT newstest text)
 
-`{common.command_line()}` — {common.today()}, took {(time.perf_counter() - began) / 60:.0f} min.  
+`{common.command_line()}` — {common.today()}, took {(time.perf_counter() - began) / 60:.0f} min.\x20\x20
 Machine: {common.machine_description()}.
 
 newstest2013 + 2014 English->German written {args.copies} times as `translate_local`'s training text,

@@ -12,12 +12,13 @@ offsets): "random" is tensor2tensor's (an offset in [0, the batch's length) draw
 decoder and every recurrent step), "random:N" the same in [0, N), "shared:N" one offset in [0, N) per batch for
 all of them, "step" tensor2tensor's step-wise offsets (Universal Transformers only). Relative models do not read
 offsets and train as without them. `--seeds` trains each pair with each seed; the table then gives every seed's
-row and the mean +- std over seeds. Runs live in `--work_dir` (kept: a finished pair's `result.json` is reused when its steps and
-samples match; an unfinished one resumes from its checkpoint). `--jobs 2` runs two pairs at once, each with
-TensorFlow on one thread (a core each on a two-core machine). `--report_only` trains nothing: it tabulates the
-pairs finished so far and names the others with their latest checkpoint's step (long runs span sessions). The paper's figures (Transformer and UT, trained far longer at base size) are printed
-beside ours. `--record` appends every finished pair's accuracy by length bucket to
-benchmarks/results/length_generalisation.json, which `benchmarks/plots.py` draws.
+row and the mean +- std over seeds. Runs live in `--work_dir` (kept: a finished pair's `result.json` is reused
+when its steps and samples match; an unfinished one resumes from its checkpoint). `--jobs 2` runs two pairs at
+once, each with TensorFlow on one thread (a core each on a two-core machine). `--report_only` trains nothing: it
+tabulates the pairs finished so far and names the others with their latest checkpoint's step (long runs span
+sessions). The paper's figures (Transformer and UT, trained far longer at base size) are printed beside ours.
+`--record` appends every finished pair's accuracy by length bucket to benchmarks/results/length_generalisation.json,
+which `benchmarks/plots.py` draws.
 """
 
 import argparse
@@ -249,10 +250,13 @@ def report(results, args, seconds, unfinished=()):
     headers = ["task", "model", "seed", "train acc", *(f"char acc, length {b}" for b in SHOWN_BUCKETS), "char acc",
                "seq acc", "paper (char / seq)", "ponder (enc.)", "minutes"]
     offsets = getattr(args, "offsets", "none")
-    offsets_note = ("" if offsets == "none" else
-                    f" Trained with position offsets `--offsets={offsets}` (hparams "
-                    f"`{OFFSETS[offsets.split(':')[0] + (':N' if ':' in offsets else '')][0].format(n=offsets.partition(':')[2])}`"
-                    "; relative models do not read them).")
+    if offsets == "none":
+        offsets_note = ""
+    else:
+        offsets_hparams = OFFSETS[offsets.split(":")[0] + (":N" if ":" in offsets else "")][0]
+        offsets_note = (f" Trained with position offsets `--offsets={offsets}` (hparams "
+                        f"`{offsets_hparams.format(n=offsets.partition(':')[2])}`"
+                        "; relative models do not read them).")
     summary = seed_summary(results, args)
     return "\n".join([
         "## " + (getattr(args, "title", None) or "Length generalisation (UT paper, Table 4 protocol)"), "",
@@ -323,9 +327,9 @@ def main(argv=None):
     parser.add_argument("--record", action="store_true", help="append every finished pair's accuracy by length to "
                         "benchmarks/results/length_generalisation.json (drawn by benchmarks/plots.py)")
     parser.add_argument("--seeds", default="1", help="comma-separated seeds: each pair trains once per seed")
-    parser.add_argument("--offsets", default="none", help="position offsets in training: none, random (tensor2tensor's), "
-                        "random:N, shared:N (one offset in [0, N) per batch for the encoder, decoder and every step) "
-                        "or step")
+    parser.add_argument("--offsets", default="none", help="position offsets in training: none, "
+                        "random (tensor2tensor's), random:N, shared:N (one offset in [0, N) per batch for the "
+                        "encoder, decoder and every step) or step")
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
     os.makedirs(args.work_dir, exist_ok=True)

@@ -462,7 +462,8 @@ def run_pair(plan, run_dir, cores, allocator, extra_env=None):
     logs = {name: os.path.join(run_dir, f"{name}.log") for name in ("ours", "theirs")}
     results = {}
     if len(cores) > 1:
-        started = {name: launch(plan[name], logs[name], core, env[name]) for name, core in zip(("ours", "theirs"), cores)}
+        started = {name: launch(plan[name], logs[name], core, env[name])
+                   for name, core in zip(("ours", "theirs"), cores)}
         for name, (process, began) in started.items():
             results[name] = finish(process, began, logs[name])
     else:
@@ -672,9 +673,10 @@ def report(args, runs, stats, versions, log, seconds):
                   else "no shared embeddings")
     buckets = ("width 1 on both sides (ours with `" + SAME_BUCKETS + "`)" if args.buckets == "same" else
                "ours geometric (the set's), OpenNMT-tf width 1")
+    # "\x20\x20" at a line's end: Markdown's line break (two spaces, which editors strip).
     return f"""## Training throughput: the package against OpenNMT-tf {versions[0]}
 
-`{common.command_line()}` — {common.today()}, took {seconds / 60:.0f} min.  
+`{common.command_line()}` — {common.today()}, took {seconds / 60:.0f} min.\x20\x20
 Machine: {common.machine_description()}; OpenNMT-tf {versions[0]} on TensorFlow {versions[1]}.
 
 Multi30k English->German training pairs ({stats['pairs']:,}), shared SentencePiece vocabulary of {args.vocab_size}
@@ -783,8 +785,8 @@ def main():
                         help="TensorFlow's CPU allocator: shipped: each toolkit's default (ours BFC, OpenNMT-tf "
                         "malloc); bfc: BFC in both; tensorflow: malloc in both.")
     parser.add_argument("--profile", metavar="FIRST:LAST", help="Instead of timing: one run per toolkit and "
-                        "encoding, steps FIRST+1 .. LAST traced with TensorFlow's profiler, and a table of the op types' "
-                        "self time per step side by side (needs xprof; --steps defaults to LAST + 5).")
+                        "encoding, steps FIRST+1 .. LAST traced with TensorFlow's profiler, and a table of the op "
+                        "types' self time per step side by side (needs xprof; --steps defaults to LAST + 5).")
     parser.add_argument("--write", action="store_true", help="Record the results in benchmarks/README.md.")
     args = parser.parse_args()
     if args.profile:

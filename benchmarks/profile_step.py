@@ -8,10 +8,10 @@ TensorFlow thread so that the figures are per core), takes `--warmup_steps` step
 the first length buckets), then times `--steps` steps: median step time, and non-padding source + target tokens
 per CPU-second and per wall second. With `--profile_steps` > 0 it records that many further steps with
 `tf.profiler` and prints the ops with the largest self time per step (host ops; the idle threads and the
-input pipeline's iterator ops, which run beside the step, are left out). It says how much of the profiled steps' time the ranked ops
-cover; `--host_tracer_level 3` traces more of the small kernels. Turning the profile into a table needs
-the `xprof` package (`pip install xprof`); without it only the timings are printed. Nothing is written outside
-`--work_dir`.
+input pipeline's iterator ops, which run beside the step, are left out). It says how much of the profiled
+steps' time the ranked ops cover; `--host_tracer_level 3` traces more of the small kernels. Turning the profile
+into a table needs the `xprof` package (`pip install xprof`); without it only the timings are printed. Nothing
+is written outside `--work_dir`.
 """
 
 import argparse

@@ -108,7 +108,8 @@ def format_table(seconds, bleu, count):
     rows = []
     for name in names:
         median = statistics.median(seconds[name])
-        rows.append([name, f"{count / median:.1f}", f"{count / max(seconds[name]):.1f}-{count / min(seconds[name]):.1f}",
+        rows.append([name, f"{count / median:.1f}",
+                     f"{count / max(seconds[name]):.1f}-{count / min(seconds[name]):.1f}",
                      f"{base / median:.2f}x", f"{bleu[name]:.2f}"])
     return common.markdown_table(["system", "sentences/s (median)", "range over passes", f"vs {names[0]}",
                                   "BLEU 13a"], rows)
@@ -134,9 +135,10 @@ def main():
     sources, references = read_test(args.multi30k, args.decode_samples)
     found, checkpoint = systems(args, run_dir, data_dir)
     seconds, bleu = measure(found, sources, references, args.reps)
+    # "\x20\x20" at a line's end: Markdown's line break (two spaces, which editors strip).
     text = f"""## Serving: the package's decoder vs CTranslate2 (Multi30k test_2016_flickr, beam {args.beam_size})
 
-`{common.command_line()}` — {common.today()}, took {(time.perf_counter() - began) / 60:.0f} min.  
+`{common.command_line()}` — {common.today()}, took {(time.perf_counter() - began) / 60:.0f} min.\x20\x20
 Machine: {common.machine_description()}.
 
 {len(sources)} sentences of test_2016_flickr, batches of {args.batch_size}, beam {args.beam_size}, length

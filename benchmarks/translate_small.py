@@ -202,15 +202,17 @@ def report(args, results, log, seconds):
     commands = "\n".join(f"    {line}" for line in log)
     shown = {k: [os.path.relpath(p) for p in v] if isinstance(v, list) else v
              for k, v in settings(args.multi30k, args.vocab_size).items()}
+    # "\x20\x20" at a line's end: Markdown's line break (two spaces, which editors strip).
     return f"""## Translation: Multi30k English->German, relative vs absolute positions
 
-`{common.command_line()}` — {common.today()}, took {seconds / 60:.0f} min.  
+`{common.command_line()}` — {common.today()}, took {seconds / 60:.0f} min.\x20\x20
 Machine: {common.machine_description()}.
 
 Multi30k task 1 (raw, cased): 29,000 training pairs, val (1,014) for teacher-forced evaluation, test_2016_flickr
 (1,000) decoded with beam {args.beam_size}, alpha {args.alpha}; a shared SentencePiece vocabulary of {args.vocab_size}
 pieces. Models: {"; ".join(describe(name, args.hparams) for name in results)}. The same {args.steps} steps
-and seed {args.seed} for each, trained in {args.rounds} alternating chunks. tokens/s counts source + target tokens (no padding), median of the trainer's progress
+and seed {args.seed} for each, trained in {args.rounds} alternating chunks.
+tokens/s counts source + target tokens (no padding), median of the trainer's progress
 lines; the CPU is shared with other jobs, so treat throughput as indicative. BLEU: sacreBLEU on detokenized
 output, `{signature}` (and tok:intl).
 

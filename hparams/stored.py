@@ -82,7 +82,8 @@ def _check_record(record, path):
         fail("mixed_precision", "'none', 'mixed_float16' or 'mixed_bfloat16'")
     vocabulary = record.get("vocabulary")
     if vocabulary is not None and not (isinstance(vocabulary, dict) and all(
-            isinstance(v, dict) and isinstance(v.get("size"), int) and isinstance(v.get("fingerprint", ""), (str, type(None)))
+            isinstance(v, dict) and isinstance(v.get("size"), int)
+            and isinstance(v.get("fingerprint", ""), (str, type(None)))
             for v in vocabulary.values())):
         fail("vocabulary", "{feature: {'size': int, 'fingerprint': str or null}}")
 

@@ -1,8 +1,9 @@
 """The problem API: where examples come from, how their text maps to ids, and how they are judged.
 
 A problem yields examples `{"inputs": int32 [length], "targets": int32 [length]}`, each sequence ending in
-`EOS_ID` (a classification problem's targets are one label id, `[label]`, without EOS), for the splits "train" (infinite), "eval" and "test" (finite and the same on every call). The ids
-0 and 1 are reserved in every vocabulary: 0 pads batches, 1 ends a sequence.
+`EOS_ID` (a classification problem's targets are one label id, `[label]`, without EOS), for the splits "train"
+(infinite), "eval" and "test" (finite and the same on every call). The ids 0 and 1 are reserved in every
+vocabulary: 0 pads batches, 1 ends a sequence.
 
 Subclasses implement `feature_encoders` and `_dataset`; the rest has sensible defaults:
 

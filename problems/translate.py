@@ -11,9 +11,9 @@ A subclass says where its raw sentence pairs are (`raw_sources`); the base prepa
   same pairs in the same order), so that training does not tokenise: SentencePiece is the most expensive stage
   of the input pipeline.
 - `_dataset` reads the ids shards when they were written with the vocabulary in `data_dir`; otherwise (data
-  prepared before ids shards existed, a vocabulary replaced or text rewritten since) it reads the text shards and maps text to
-  ids inside the tf.data graph with tensorflow-text's SentencePiece op (the same op an exported model uses),
-  appending EOS. Both give the same examples in the same order.
+  prepared before ids shards existed, a vocabulary replaced or text rewritten since) it reads the text shards and
+  maps text to ids inside the tf.data graph with tensorflow-text's SentencePiece op (the same op an exported model
+  uses), appending EOS. Both give the same examples in the same order.
 
 Ids: 0 = PAD, 1 = EOS, 2 = UNK (rare: byte fallback spells unknown characters in bytes), no BOS.
 

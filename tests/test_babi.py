@@ -528,7 +528,8 @@ def test_a_continuation_can_ask_qa16_with_two_lookups_of_the_same_stories(tmp_pa
     args = types.SimpleNamespace(data_dir=data_dir, subset="10k", work_dir=str(tmp_path / "work"), qa16_hops=2)
     linked, missing = babi_benchmark._hops_data_dir(args)  # pylint: disable=protected-access
     assert missing == [4]
-    assert [e.question for e in babi_text.read_task(linked, "10k", 16, "train")] == [("What", "color", "is", "frog", "?")]
+    questions = [e.question for e in babi_text.read_task(linked, "10k", 16, "train")]
+    assert questions == [("What", "color", "is", "frog", "?")]
     assert babi_text.read_task(linked, "10k", 4, "train") == babi_text.read_task(data_dir, "1k", 4, "train")
     assert babi_text.read_task(linked, "10k", 1, "test") == babi_text.read_task(data_dir, "10k", 1, "test")
     result = {"name": "hops2", "tasks": "all", "task_repeats": "", "freeze": "", "qa16_hops": 2, "from_step": 4,
@@ -569,7 +570,8 @@ def test_the_curriculum_refuses_a_chain_it_does_not_have(tmp_path, monkeypatch):
 def test_the_curriculum_runs_its_stages_in_a_chain_and_resumes(tmp_path, monkeypatch):
     curriculum, argv, stages = _short_curriculum(tmp_path, monkeypatch)
     work = str(tmp_path / "work")
-    prefix = "universal_transformer_babi_rel_hidden_size_16_filter_size_32_num_heads_2_num_rec_steps_2_batch_size_1024_s1"
+    prefix = ("universal_transformer_babi_rel_hidden_size_16_filter_size_32_num_heads_2_num_rec_steps_2"
+              "_batch_size_1024_s1")
     names = [f"{prefix}_{k}_{stage[0]}" for k, stage in enumerate(stages)]
     # A chain cut short (what fits a session) runs and reports its first stages, and the full command goes on.
     partial = curriculum.curriculum_run(curriculum.parse_args(argv + ["--stages", "2"]))
@@ -577,14 +579,16 @@ def test_the_curriculum_runs_its_stages_in_a_chain_and_resumes(tmp_path, monkeyp
     assert ", the first 2 of 3 stages" in curriculum.curriculum_report(
         curriculum.parse_args(argv + ["--stages", "2"]), partial, 1.0).splitlines()[0]
     assert curriculum.main(argv) == 0
-    assert sorted(n for n in os.listdir(work) if os.path.isdir(os.path.join(work, n)) and n != "qa16_hops2") == sorted(names)
+    runs = [n for n in os.listdir(work) if os.path.isdir(os.path.join(work, n)) and n != "qa16_hops2"]
+    assert sorted(runs) == sorted(names)
     results = []
     for name in names:
         with open(os.path.join(work, name, "continue.json"), encoding="utf-8") as f:
             results.append(json.load(f))
     assert [r["from_step"] + r["steps"] for r in results] == [2, 3, 4]
     assert [r["qa16_hops"] for r in results] == [3, 2, 3]
-    assert results[2]["task_repeats"] == "16:8,17:8,19:8" and sorted(map(int, results[2]["test_end"])) == list(range(1, 21))
+    assert results[2]["task_repeats"] == "16:8,17:8,19:8"
+    assert sorted(map(int, results[2]["test_end"])) == list(range(1, 21))
     with open(os.path.join(work, names[0], "hparams.json"), encoding="utf-8") as f:
         first = json.load(f)["hparams"]
     assert first["task_repeats"] == [f"{t}:0" for t in range(1, 21) if t != 17] and first["hidden_size"] == 16

@@ -100,7 +100,8 @@ def test_greedy_and_beam_outputs_equal_the_package_search(trained, corpus, tmp_p
             result = translator.translate_batch([tokens(encoder, text)], beam_size=beam_size, length_penalty=0.0,
                                                 max_decoding_length=max_length, min_decoding_length=0)[0]
             theirs = [encoder._processor.piece_to_id(p) for p in result.hypotheses[0]]  # pylint: disable=protected-access
-            assert theirs == ours[name], f"{name} on {text!r}: {encoder.decode(theirs)!r} vs {encoder.decode(ours[name])!r}"
+            assert theirs == ours[name], (f"{name} on {text!r}: {encoder.decode(theirs)!r} "
+                                          f"vs {encoder.decode(ours[name])!r}")
     assert finished >= len(texts) - 2  # The outputs end by EOS, not by the length limit: a real comparison.
     # Translated text, not just ids: the trained model translates a training sentence.
     train_source, train_target = pairs["train"][0]
@@ -121,7 +122,8 @@ def test_other_architectures_score_and_decode_the_same(kwargs, corpus, tmp_path)
     targets = [t for _, t in pairs["test"][:3]]
     scored = translator.score_batch([tokens(encoder, s) for s in texts], [tokens(encoder, t) for t in targets])
     for source, target, result in zip(texts, targets, scored):
-        features = {"inputs": np.array([encoder.encode(source) + [1]]), "targets": np.array([encoder.encode(target) + [1]])}
+        features = {"inputs": np.array([encoder.encode(source) + [1]]),
+                    "targets": np.array([encoder.encode(target) + [1]])}
         log_probs = ops.convert_to_numpy(search._log_probs(model(features)))[0]  # pylint: disable=protected-access
         want = log_probs[np.arange(features["targets"].shape[1]), features["targets"][0]]
         np.testing.assert_allclose(result.log_probs, want, atol=2e-4, rtol=1e-4)

@@ -66,7 +66,8 @@ class EndsBy:
     def __call__(self, features):
         logits = self.model(features)
         index = ops.arange(ops.shape(logits)[1])[:, None]
-        boost = ops.where(ops.arange(VOCAB)[None] == 1, ops.cast(ops.maximum(index - self.step + 1, 0), "float32") * 3.0, 0.0)
+        boost = ops.where(ops.arange(VOCAB)[None] == 1,
+                          ops.cast(ops.maximum(index - self.step + 1, 0), "float32") * 3.0, 0.0)
         return logits + boost
 
 

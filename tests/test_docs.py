@@ -254,8 +254,8 @@ def test_the_link_checker_catches_what_it_should(tmp_path):
 
 # -- Code examples ---------------------------------------------------------------------------------------------
 
-_FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,})python(?P<info>[^\n`]*)\n(?P<code>.*?)^(?P=indent)(?P=fence)\s*$",
-                    re.MULTILINE | re.DOTALL)
+_FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,})python(?P<info>[^\n`]*)\n"
+                    r"(?P<code>.*?)^(?P=indent)(?P=fence)\s*$", re.MULTILINE | re.DOTALL)
 
 
 def python_blocks(path):

@@ -333,8 +333,9 @@ def test_no_warm_up_is_inverse_square_root_decay_and_a_schedule_that_fails_is_re
             return step * (1.0 / (self.warmup_steps - 4000))  # A user's schedule with a division of its own.
 
     monkeypatch.setitem(schedules._SCHEDULES, "broken", lambda hp: Broken(1.0, 4000))  # pylint: disable=protected-access
-    result = call_tool("t2t-relpos-trainer", f"--output_dir={tmp_path / 'run'}", "--problem=algorithmic_reverse_decimal40",
-                       "--hparams_set=transformer_tiny_rel", "--hparams=learning_rate_schedule=broken")
+    result = call_tool("t2t-relpos-trainer", f"--output_dir={tmp_path / 'run'}",
+                       "--problem=algorithmic_reverse_decimal40", "--hparams_set=transformer_tiny_rel",
+                       "--hparams=learning_rate_schedule=broken")
     one_line_error(result, "learning_rate_schedule='broken' cannot be computed at step 1 with these hparams "
                            "(ZeroDivisionError")
     assert not (tmp_path / "run").exists()

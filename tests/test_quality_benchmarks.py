@@ -142,7 +142,8 @@ def test_babi_training_time_adds_up_over_invocations_and_earlier_seeds_count(tmp
     (changed / "result.json").write_text((tmp_path / "1k" / "set_facts_s2" / "result.json").read_text().replace(
         '"seed": 2', '"seed": 1, "hparams": "relu_dropout=0.3"'))
     assert [r["seed"] for r in babi.finished_runs(args, {("set", "facts", "relu_dropout=0.3")})] == [1]
-    both = babi.train_report(babi.finished_runs(args, {("set", "facts", ""), ("set", "facts", "relu_dropout=0.3")}), args, 1)
+    both = babi.train_report(
+        babi.finished_runs(args, {("set", "facts", ""), ("set", "facts", "relu_dropout=0.3")}), args, 1)
     assert "`set` (facts, relu_dropout=0.3)" in both and " 2 (1) |" in both
     # Repeated --hparams: every model trains every variant (none given: the sets as they are).
     assert babi.planned_runs("a:facts,b:concat", ["", "relu_dropout=0.3"], "1") == [
@@ -178,12 +179,14 @@ def test_babi_fact_order_swaps_the_entities_of_relational_facts_and_measures_the
     from t2t_relpos.problems import babi_text  # pylint: disable=import-outside-toplevel
 
     swap = babi.swapped
-    assert swap("The kitchen is north of the hallway .".split()) == tuple("The hallway is north of the kitchen .".split())
+    assert swap("The kitchen is north of the hallway .".split()) == tuple(
+        "The hallway is north of the kitchen .".split())
     assert swap("The triangle is to the left of the pink rectangle .".split()) == tuple(
         "The pink rectangle is to the left of the triangle .".split())
     assert swap("The chocolate fits inside the box .".split()) == tuple("The box fits inside the chocolate .".split())
     assert swap("Mary went to the kitchen .".split()) is None and swap("Lily is a swan .".split()) is None
-    facts = [tuple("The kitchen is north of the hallway .".split()), tuple("The box is bigger than the chest .".split())]
+    facts = [tuple("The kitchen is north of the hallway .".split()),
+             tuple("The box is bigger than the chest .".split())]
     story = babi_text.Example(task=19, story_index=0, story=(facts[0], ("Mary", "went", "to", "the", "kitchen", "."),
                                                            facts[1], facts[0]), question=("Where", "is", "Mary", "?"),
                               answer="kitchen")
@@ -256,7 +259,8 @@ def test_length_generalisation_report_only_trains_nothing_and_names_unfinished_p
     assert (row["task"], row["model"], row["train_steps"], row["seed"]) == ("copy", "transformer_rel", 10000, 1)
     assert row["buckets"] == {"1-10": {"char": 0.2727, "seq": 0.1}, "11-40": {"char": 0.1399, "seq": 0.0},
                               "201-400": {"char": 0.0148, "seq": 0.0}}
-    assert (row["char_accuracy"], row["seq_accuracy"], row["train_accuracy"], row["minutes"]) == (0.205, 0.16, 1.0, 44.1)
+    assert ((row["char_accuracy"], row["seq_accuracy"], row["train_accuracy"], row["minutes"])
+            == (0.205, 0.16, 1.0, 44.1))
     assert row["date"] and row["code"] and row["command"] and row["machine"]
     results, curves = table.split("Not finished")
     rows = [line for line in results.splitlines() if line.startswith("| copy") or line.startswith("| reverse")]

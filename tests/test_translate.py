@@ -332,8 +332,9 @@ def test_the_pipeline_batches_chunks_as_it_batched_examples_one_by_one(prepared)
 @pytest.mark.parametrize("num_shards", [1, 2, 3, 5])
 def test_each_worker_reads_each_of_its_records_once_an_epoch(tmp_path, num_shards):
     """Four shard files of 30 records: every worker's epoch is its share, each record once, and the workers'
-    shares make the whole (with more workers than files, of the stream's first epoch). Before, a worker with fewer files than the interleave's cycle opened one file in
-    several slots at once (each record 2-4 times in a row) and one worker's epochs overlapped (12 of 120 twice)."""
+    shares make the whole (with more workers than files, of the stream's first epoch). Before, a worker with
+    fewer files than the interleave's cycle opened one file in several slots at once (each record 2-4 times in a
+    row) and one worker's epochs overlapped (12 of 120 twice)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from t2t_relpos.problems import translate  # pylint: disable=import-outside-toplevel

@@ -51,7 +51,8 @@ def define_flags():
     common.define_download_flag()
     flags.DEFINE_boolean("export", False, "After training, export the model in --export_format: a SavedModel that "
                          "maps text to text (tokenization in the graph, the set's beam_size/alpha/extra_length) to "
-                         "<output_dir>/export/<step>, or a CTranslate2 model to <output_dir>/export_ctranslate2/<step>.")
+                         "<output_dir>/export/<step>, or a CTranslate2 model to "
+                         "<output_dir>/export_ctranslate2/<step>.")
     export_cli.define_format_flag()
 
 

@@ -8,9 +8,10 @@ For a problem `name` and a split, the data directory holds
 
 A shard is written as `<shard>.incomplete.<host>.<pid>` (see `data.preparation.partial_path`) and renamed
 when complete, so a file under a shard's final name is always a finished shard, and two processes writing the
-same shard never trip over each other's partial file. An interrupted run leaves at most one partial file (removed by the next
-`data.preparation.prepare`); the next run skips the finished shards (reading past their pairs without writing
-them) and carries on. The input must come in the same order on every run (it does for files and archives).
+same shard never trip over each other's partial file. An interrupted run leaves at most one partial file
+(removed by the next `data.preparation.prepare`); the next run skips the finished shards (reading past their
+pairs without writing them) and carries on. The input must come in the same order on every run (it does for
+files and archives).
 
 Shards hold text, not ids, so they do not depend on the vocabulary; `data.id_shards` keeps the same pairs as ids
 for one vocabulary, written once, so that training does not tokenise.

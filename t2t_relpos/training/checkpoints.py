@@ -227,8 +227,11 @@ def save(manager, step, is_chief=True):
             remove_partial_saves(manager.t2t_relpos_directory)
             where = os.path.join(manager.t2t_relpos_directory, f"{CHECKPOINT_NAME}-{step}")
             before = latest(manager)
-            then = (f"the newest checkpoint is still {before}; rerun the same command to resume from it once "
-                    "there is room") if before else "no checkpoint was written; rerun the same command once there is room"
+            if before:
+                then = (f"the newest checkpoint is still {before}; rerun the same command to resume from it once "
+                        "there is room")
+            else:
+                then = "no checkpoint was written; rerun the same command once there is room"
             raise storage_error(e, f"the checkpoint of step {step}", where, then) from None
         return latest(manager)
     os.makedirs(manager.directory, exist_ok=True)
