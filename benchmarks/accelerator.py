@@ -117,11 +117,12 @@ def decoding_figures(models, batches, lengths, reps):
             calls = {}
             for search_name in decoding.SEARCHES:
                 for length in lengths:
+                    # Each call is made in this iteration (`calls` is new for each batch); the defaults say so.
                     if search_name == "greedy":
-                        fn = jax.jit(lambda x, n=length: search.greedy(model, x, n)[0])
+                        fn = jax.jit(lambda x, n=length, model=model: search.greedy(model, x, n)[0])
                     else:
-                        fn = jax.jit(lambda x, n=length: search.beam_search(model, x, n, decoding.BEAM_SIZE,
-                                                                               decoding.ALPHA)[0])
+                        fn = jax.jit(lambda x, n=length, model=model: search.beam_search(
+                            model, x, n, decoding.BEAM_SIZE, decoding.ALPHA)[0])
                     compile_s = _timed(fn, inputs)
                     print(f"compiled {name} batch {batch} {search_name} {length}: {compile_s:.1f} s", file=sys.stderr,
                           flush=True)
@@ -223,13 +224,15 @@ def training_figures(shapes, settings, reps, profile_dir=None):
                    "ms": {k: [1000.0 * s for s in v] for k, v in samples.items()}, "ratios": ratios}
             if profile_dir:
                 # The steps donate their state: each traced call takes the state the one before returned.
-                def run(kind, batch=batch):
+                # `_profile` makes every call before this iteration ends (and deletes steps and states).
+                def run(kind, batch=batch, steps=steps, states=states):
                     states[kind], loss = steps[kind](states[kind], batch)
                     return loss
 
                 row["profile"] = _profile(
-                    {kind: (lambda kind=kind: run(kind), lambda kind=kind, batch=batch: steps[kind].lower(
-                        states[kind], batch)) for kind in states}, profile_dir, f"step_{shape}_{setting}")
+                    {kind: (lambda kind=kind: run(kind),
+                            lambda kind=kind, batch=batch, steps=steps, states=states: steps[kind].lower(
+                                states[kind], batch)) for kind in states}, profile_dir, f"step_{shape}_{setting}")
             rows.append(row)
             print(f"training {shape}/{setting}: done", file=sys.stderr, flush=True)
             del steps, states

@@ -337,7 +337,7 @@ def main(argv=None):
     results = {}
     runs = [(task, model, seed) for task in args.tasks.split(",") for model in args.models.split(",")
             for seed in seeds]
-    for task, model, _ in runs:
+    for _task, model, _ in runs:
         offsets_setting(args.offsets, model)  # Refuses a setting a model cannot take before anything runs.
     unfinished = []
     if args.report_only:

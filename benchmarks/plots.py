@@ -196,7 +196,7 @@ def plot_translate_small(results, path):
     colours = dict(zip(dates, plt.get_cmap("tab10").colors))
     width = 0.8 / len(dates)
     fig, ax = plt.subplots(figsize=(max(5.0, 2.2 * len(groups)), 4.4))
-    for i, (model, by_date) in enumerate(groups.items()):
+    for i, (_model, by_date) in enumerate(groups.items()):
         for k, date in enumerate(dates):
             if date not in by_date:
                 continue

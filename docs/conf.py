@@ -146,7 +146,10 @@ def _skip_undocumented_methods(app, what, name, obj, skip, options):  # pylint: 
     return None
 
 
-def _studies_toctree(folder=os.path.join(os.path.dirname(os.path.abspath(__file__)), "studies")):
+_STUDIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "studies")
+
+
+def _studies_toctree(folder=_STUDIES):
     """The "Studies" part of the table of contents: every page in docs/studies/, as they land.
 
     `studies/index.md`, where there is one, comes first and its own toctree orders the pages it lists; the pages it

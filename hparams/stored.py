@@ -55,7 +55,7 @@ def load_record(output_dir):
         try:
             record = json.load(f)
         except json.JSONDecodeError as e:
-            raise errors.HParamsError(f"{path} is not valid JSON ({e}); remove it or use a new --output_dir")
+            raise errors.HParamsError(f"{path} is not valid JSON ({e}); remove it or use a new --output_dir") from None
     if not isinstance(record, dict) or not isinstance(record.get("hparams"), dict):
         # E.g. tensor2tensor's own hparams.json, a flat dict of values.
         raise errors.HParamsError(f"{path} is not a t2t-relpos run's description (it has no 'hparams' entry); "

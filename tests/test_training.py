@@ -243,7 +243,7 @@ def test_a_stop_signal_ends_the_trainer_while_its_input_is_still_being_generated
         output = process.communicate(timeout=90)[0]
     except subprocess.TimeoutExpired:
         process.kill()
-        raise AssertionError("the interrupted trainer did not end: " + process.communicate()[0][-2000:])
+        raise AssertionError("the interrupted trainer did not end: " + process.communicate()[0][-2000:]) from None
     assert process.returncode == 130, output
     assert checkpoints.step_of(_latest(tmp_path / "run")) >= 2 and "checkpoint saved" in output
 

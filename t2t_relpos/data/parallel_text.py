@@ -113,6 +113,6 @@ def count_lines(path):
     """The number of lines of a (possibly gzipped) file, without decoding them."""
     count = 0
     with _reading(path, lambda: count), open_binary(path) as f:
-        for count, _ in enumerate(f, 1):
+        for count, _ in enumerate(f, 1):  # noqa: B007  The count is read after the loop and on an error.
             pass
     return count
