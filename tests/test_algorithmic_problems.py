@@ -77,6 +77,17 @@ def test_examples_are_correct_and_respect_the_length_protocol(name):
     assert sum(n > 40 for n in eval_lengths) > NUM_EVAL // 2  # Mostly longer than anything trained on.
 
 
+def test_the_demo_problem_is_reversal_at_half_the_lengths():
+    p = registry.problem("algorithmic_reverse_decimal20")
+    assert (p.name, p.base, p.train_length, p.eval_length, p.max_eval_length) == (
+        "algorithmic_reverse_decimal20", 10, 20, 200, 201)
+    train_lengths = [_check_example(p, i, t) for i, t in _examples(p, "train", 300, seed=1)]
+    assert min(train_lengths) >= 1 and 15 <= max(train_lengths) <= 20
+    eval_lengths = [_check_example(p, i, t) for i, t in _examples(p, "eval")]
+    assert len(eval_lengths) == NUM_EVAL and max(eval_lengths) <= 200
+    assert sum(n > 20 for n in eval_lengths) > NUM_EVAL // 2  # Mostly longer than anything trained on.
+
+
 def test_eval_and_test_sets_are_fixed_and_distinct():
     first = _examples(registry.problem("algorithmic_reverse_decimal40"), "eval")
     again = _examples(registry.problem("algorithmic_reverse_decimal40"), "eval", seed=7)  # Seed: train only.
