@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed-test
 DEMO_DIR ?= demo_output
-DEMO_STEPS ?= 600
+DEMO_STEPS ?= 900
 # Tests run in parallel processes; 2 workers suit a 2-core machine (override: make test TEST_WORKERS=4).
 TEST_WORKERS ?= 2
 
@@ -28,7 +28,7 @@ $(STAMP): $(DEMO_STAMP)
 	touch $(STAMP)
 
 # Train a relative-position Transformer (transformer_demo_rel) to reverse digit strings of length 1-20 (generated,
-# no download; about 2.5 minutes on 2 cores), decode 200 new strings of those lengths (accuracy >= 0.95), then 200
+# no download; about 2.5 minutes on 2 idle cores), decode 200 new strings of those lengths (accuracy >= 0.95), then 200
 # evaluation strings of length up to 200 (accuracy by length: how far it generalises beyond the training lengths).
 # Running it again resumes (or just re-evaluates) the run in $(DEMO_DIR).
 demo: $(DEMO_STAMP)
