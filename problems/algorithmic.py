@@ -284,7 +284,7 @@ class AlgorithmicReverseDecimal20(AlgorithmicReverse):
     """Reverse decimal strings: train up to 20 symbols, evaluate up to 200 (this package's, for `make demo`).
 
     The length-40 task at half the length, evaluated to ten times the training length as the length-40 tasks
-    are: a CPU learns it in minutes (`transformer_demo_rel`: 600 steps). tensor2tensor has no such problem.
+    are: a CPU learns it in minutes (`transformer_demo_rel`: 900 steps). tensor2tensor has no such problem.
     """
 
     default_base = 10
