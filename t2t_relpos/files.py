@@ -116,6 +116,17 @@ def atomic_directory(path, what="the directory"):
         raise
 
 
+def make_directory(path, flag):
+    """Creates the local directory `path` named by `flag`; one that is a file or cannot be made is an error."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise errors.T2TRelposError(f"{flag}={path} is a file, not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise errors.T2TRelposError(f"cannot create {flag}={path}: {e.strerror or e}") from None
+    return path
+
+
 def check_writable_directory(path, flag):
     """Raises a one-line error unless files can be created in directory `path` (checked by making one)."""
     probe = temporary_name(os.path.join(path, ".write-check"))

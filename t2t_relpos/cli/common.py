@@ -119,13 +119,9 @@ def make_output_dir(path, flag="--output_dir"):
     """Creates the directory `path` (local or remote); one that is a file or cannot be made is an error."""
     if "://" in path:  # gs:// and the like: TensorFlow's file system creates and reports.
         return path
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise errors.T2TRelposError(f"{flag}={path} is a file, not a directory")
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as e:
-        raise errors.T2TRelposError(f"cannot create {flag}={path}: {e.strerror or e}") from None
-    return path
+    from t2t_relpos import files  # pylint: disable=import-outside-toplevel
+
+    return files.make_directory(path, flag)
 
 
 def import_usr_dir():

@@ -123,12 +123,7 @@ def prepare(problem, data_dir, tmp_dir):
     if not data_dir or "://" in data_dir:  # Nothing written (generated on the fly), or no advisory locks.
         problem.generate_data(data_dir, tmp_dir)
         return
-    if os.path.exists(data_dir) and not os.path.isdir(data_dir):
-        raise errors.T2TRelposError(f"--data_dir={data_dir} is a file, not a directory")
-    try:
-        os.makedirs(data_dir, exist_ok=True)
-    except OSError as e:
-        raise errors.T2TRelposError(f"cannot create --data_dir={data_dir}: {e.strerror or e}") from None
+    files.make_directory(data_dir, "--data_dir")
 
     def say_waiting(busy):
         print(f"{problem.name}: waiting for {busy.holder or 'another process'} preparing {data_dir} "
