@@ -211,6 +211,31 @@ def test_the_adaptive_sets_run_tensor2tensors_act():
                  "adaptive_universal_transformer_babi", "adaptive_universal_transformer_babi_rel"):
         assert registry.hparams(name).act_type == "basic", name
     assert registry.hparams("adaptive_universal_transformer_cpu_rel").act_type == "copy"
+    for name in ("adaptive_universal_transformer_cpu_matched", "adaptive_universal_transformer_cpu_matched_rel"):
+        assert registry.hparams(name).act_type == "basic", name
+
+
+@pytest.mark.parametrize("transformer, universal", [("transformer_cpu", "universal_transformer_cpu_matched"),
+                                                    ("transformer_cpu_rel", "universal_transformer_cpu_matched_rel")])
+def test_the_matched_universal_transformers_have_the_transformers_parameters(transformer, universal):
+    """The paper compares a UT and a Transformer of equal parameter counts (§3.5): the *_matched sets recur for
+    transformer_cpu's layer count and are widened to its parameters (within 3% at a 4000-piece vocabulary)."""
+    def parameters(name, **overrides):
+        hp = registry.hparams(name).override(**overrides)
+        model = registry.model(hp.model).from_hparams(hp, 4000, 4000)
+        model.build()
+        return model.count_params()
+
+    base, ut = registry.hparams(transformer), registry.hparams(universal)
+    assert ut.num_rec_steps == base.num_encoder_layers == base.num_decoder_layers
+    assert ut.act_max_steps == 2 * ut.num_rec_steps and ut.position_encoding == base.position_encoding
+    assert (ut.batch_size, ut.learning_rate, ut.learning_rate_warmup_steps) == (
+        base.batch_size, base.learning_rate, base.learning_rate_warmup_steps)
+    target = parameters(transformer)
+    for name in (universal, "adaptive_" + universal):
+        assert abs(parameters(name) / target - 1.0) < 0.03, name
+    # Not by accident: the same UT at transformer_cpu's width has a third fewer.
+    assert parameters(universal, hidden_size=64, filter_size=256) < 0.8 * target
 
 
 def test_a_resumed_run_is_compared_only_on_what_the_command_sets(tmp_path):
