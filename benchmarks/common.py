@@ -354,6 +354,15 @@ def replace_section(name, text, path=README):
         f.write(content.rstrip("\n") + "\n")
 
 
+def spread(values, digits=2):
+    """"mean +- std (n seeds)" of a list of numbers (the sample standard deviation; a lone value is shown alone)."""
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f} (1 seed)"
+    mean = sum(values) / len(values)
+    std = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+    return f"{mean:.{digits}f} +- {std:.{digits}f} ({len(values)} seeds)"
+
+
 def markdown_table(headers, rows, align=None):
     """A GitHub markdown table; `align` is a string of "l"/"r" per column (default: first left, rest right)."""
     align = align or "l" + "r" * (len(headers) - 1)

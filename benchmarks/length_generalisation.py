@@ -208,15 +208,6 @@ def curve_table(pairs, args, steps):
                                  align="llr" + "r" * len(steps))
 
 
-def spread(values):
-    """"mean +- std (n)" of a list of numbers (the sample standard deviation; a lone value is shown alone)."""
-    if len(values) == 1:
-        return f"{values[0]:.2f} (1 seed)"
-    mean = sum(values) / len(values)
-    std = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
-    return f"{mean:.2f} +- {std:.2f} ({len(values)} seeds)"
-
-
 def seed_summary(results, args):
     """Per pair, the mean +- std over seeds of char accuracy at 201-400 and overall (a table), or "" for 1 seed."""
     by_pair = {}
@@ -230,7 +221,8 @@ def seed_summary(results, args):
     for (task, model), runs in by_pair.items():
         far = [r[3][0] for r in runs if r[3] is not None]
         rows.append([TASKS[task], model, ",".join(str(r[0]) for r in sorted(runs)),
-                     spread(far) if far else "", spread([r[1] for r in runs]), spread([r[2] for r in runs])])
+                     common.spread(far) if far else "", common.spread([r[1] for r in runs]),
+                     common.spread([r[2] for r in runs])])
     return common.markdown_table(["task", "model", "seeds", f"char acc, length {SHOWN_BUCKETS[-1]}", "char acc",
                                   "seq acc"], rows, align="llrrrr")
 

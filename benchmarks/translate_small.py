@@ -167,7 +167,16 @@ def benchmark(args):
             results[name]["eval"] = final_eval(output)
     for name in args.hparams_sets:
         results[name]["bleu"], results[name]["decode_s"] = decode_test(args, run_dir(args, name), data_dir, log)
+        results[name]["parameters"] = parameter_count(name, args.hparams, args.vocab_size)
     return results, log
+
+
+def ponder_times(evaluation):
+    """"encoder / decoder" mean ponder time (recurrent steps per position, teacher-forced on val) of an adaptive
+    model's evaluation, or "" for a model without ACT."""
+    if "encoder_ponder_time" not in evaluation:
+        return ""
+    return f"{evaluation['encoder_ponder_time']:.2f} / {evaluation.get('decoder_ponder_time', float('nan')):.2f}"
 
 
 def format_table(results, steps):
@@ -178,12 +187,23 @@ def format_table(results, steps):
         r = results[name]
         rate = statistics.median(r["rates"]) if r["rates"] else float("nan")
         ratio = f"{rate / baseline:.2f}x" if baseline else "-"
-        rows.append([name, steps, f"{r['train_s']:.0f}", f"{rate:,.0f}", ratio,
+        rows.append([name, f"{r['parameters']:,}", steps, f"{r['train_s']:.0f}", f"{rate:,.0f}", ratio,
                      f"{r['eval'].get('loss', float('nan')):.3f}", f"{r['eval'].get('accuracy', float('nan')):.3f}",
-                     f"{r['bleu']['13a'][0]:.2f}", f"{r['bleu']['intl'][0]:.2f}", f"{r['decode_s']:.0f}"])
-    headers = ["hparams set", "steps", "train wall s", "train tokens/s", f"vs {names[-1]}", "val loss",
-               "val accuracy", "BLEU 13a", "BLEU intl", "decode wall s"]
+                     f"{r['bleu']['13a'][0]:.2f}", f"{r['bleu']['intl'][0]:.2f}", f"{r['decode_s']:.0f}",
+                     ponder_times(r["eval"])])
+    headers = ["hparams set", "parameters", "steps", "train wall s", "train tokens/s", f"vs {names[-1]}", "val loss",
+               "val accuracy", "BLEU 13a", "BLEU intl", "decode wall s", "ponder enc / dec"]
     return common.markdown_table(headers, rows)
+
+
+def parameter_count(name, overrides, vocab_size):
+    """The parameters of hparams set `name`'s model for a shared vocabulary of `vocab_size` (imports TensorFlow)."""
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+
+    hp = registry.hparams(name).parse(overrides)
+    model = registry.model(hp.model).from_hparams(hp, vocab_size, vocab_size)
+    model.build()
+    return int(model.count_params())
 
 
 def describe(name, overrides=""):
@@ -241,7 +261,58 @@ def record_rows(args, results):
              "train_wall_s": round(r["train_s"], 1),
              "tokens_per_s": round(statistics.median(r["rates"])) if r["rates"] else None,
              "decode_wall_s": round(r["decode_s"], 1), "decode_samples": args.decode_samples,
+             "parameters": r.get("parameters"), "encoder_ponder_time": r["eval"].get("encoder_ponder_time"),
+             "decoder_ponder_time": r["eval"].get("decoder_ponder_time"),
              **common.provenance(seed=args.seed)} for name, r in results.items()]
+
+
+def seed_rows(rows, models, steps, since):
+    """{model: its recorded rows of `steps` steps dated `since` or later, by seed}, for `models` in that order."""
+    chosen = {model: [] for model in models}
+    for row in rows:
+        if row["model"] in chosen and row["steps"] == steps and row["date"] >= since and not row.get("hparams"):
+            chosen[row["model"]].append(row)
+    return {model: sorted(runs, key=lambda r: r["seed"]) for model, runs in chosen.items() if runs}
+
+
+def seeds_table(rows, models, steps, since):
+    """Per model: parameters, the seeds and each one's BLEU, mean +- std of BLEU and val loss, ponder times."""
+    table = []
+    for model, runs in seed_rows(rows, models, steps, since).items():
+        ponder = [(r["encoder_ponder_time"], r["decoder_ponder_time"]) for r in runs
+                  if r.get("encoder_ponder_time") is not None]
+        parameters = next((r["parameters"] for r in runs if r.get("parameters")), None)
+        table.append([model, f"{parameters:,}" if parameters else "",
+                      ", ".join(f"{r['bleu_13a']:.2f}" for r in runs), common.spread([r["bleu_13a"] for r in runs]),
+                      common.spread([r["val_loss"] for r in runs], digits=3),
+                      f"{statistics.mean(p[0] for p in ponder):.2f} / {statistics.mean(p[1] for p in ponder):.2f}"
+                      if ponder else ""])
+    return common.markdown_table(["hparams set", "parameters", "BLEU 13a by seed (1, 2, ...)", "BLEU 13a",
+                                  "val loss", "ponder enc / dec"], table, align="lrrrrr")
+
+
+def seeds_report(args):
+    """The README section of every seed recorded since `args.since` for the --hparams_sets at --steps."""
+    rows = common.read_results("translate_small")["rows"]
+    chosen = [r for runs in seed_rows(rows, args.hparams_sets, args.steps, args.since).values() for r in runs]
+    if not chosen:
+        raise SystemExit(f"no rows of {', '.join(args.hparams_sets)} at {args.steps} steps since {args.since} "
+                         "in benchmarks/results/translate_small.json")
+    codes = ", ".join(sorted({r["code"] for r in chosen}))
+    return f"""## Translation over seeds: Multi30k English->German, {args.steps} steps
+
+`{common.command_line()}` — the rows of `benchmarks/results/translate_small.json` recorded from
+{min(r["date"] for r in chosen)} to {max(r["date"] for r in chosen)} (code {codes}), each run by
+`.venv/bin/python benchmarks/translate_small.py --seed N --record` (with `--hparams_sets` naming the sets) on
+{chosen[0]["machine"]}.
+
+Each row trains the set for {args.steps} steps with `--seed N` (weights and data order), decodes test_2016_flickr
+with beam 4, alpha 0.6, and scores it with sacreBLEU (13a); val loss is teacher-forced. Mean +- the sample standard
+deviation over the seeds; ponder time: mean recurrent steps per position (encoder / decoder, teacher-forced on
+val) of the adaptive models.
+
+{seeds_table(rows, args.hparams_sets, args.steps, args.since)}
+"""
 
 
 def add_shared_flags(parser, log_every):
@@ -269,8 +340,17 @@ def main():
                         "in <work_dir>/<hparams set>_s<seed>).")
     parser.add_argument("--record", action="store_true", help="Append each model's BLEU and figures to "
                         "benchmarks/results/translate_small.json (drawn by benchmarks/plots.py).")
+    parser.add_argument("--seeds_table", action="store_true", help="Train nothing: print (and with --write, put in "
+                        "benchmarks/README.md) the table over seeds of the rows recorded since --since.")
+    parser.add_argument("--since", default="0000-00-00", help="--seeds_table: rows of this date (YYYY-MM-DD) or later.")
     args = parser.parse_args()
     args.hparams_sets = [s for s in args.hparams_sets.split(",") if s]
+    if args.seeds_table:
+        text = seeds_report(args)
+        print(text)
+        if args.write:
+            common.replace_section("translate_seeds", text)
+        return 0
     absent = missing_files(args.multi30k)
     if absent:
         print(f"translate_small: skipped, the Multi30k data is not there (missing {', '.join(absent)}); "

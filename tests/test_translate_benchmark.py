@@ -68,3 +68,21 @@ def test_a_seed_has_runs_of_its_own_and_its_rows_are_recorded(tmp_path):
     assert (row["val_loss"], row["tokens_per_s"], row["train_wall_s"], row["decode_wall_s"]) == (1.971, 14230, 448.0,
                                                                                                   29.2)
     assert row["date"] and row["code"] and row["command"] and row["machine"]
+
+
+def test_the_seeds_table_gives_each_seed_and_the_spread_of_todays_rows():
+    def row(model, seed, bleu, date="2026-11-27", steps=1500, ponder=None, **extra):
+        return {"model": model, "seed": seed, "bleu_13a": bleu, "val_loss": 2.0 + seed / 100, "steps": steps,
+                "date": date, "hparams": "", "encoder_ponder_time": ponder, "decoder_ponder_time": ponder,
+                "parameters": 504832, **extra}
+
+    rows = [row("rel", 1, 31.0, date="2026-11-21"), row("rel", 2, 29.0), row("rel", 1, 28.0),
+            row("rel", 3, 30.0, steps=750), row("rel", 4, 35.0, hparams="max_relative_position=0"),
+            row("act", 1, 27.0, ponder=1.5), row("act", 2, 28.0, ponder=2.5), row("abs", 1, 25.0)]
+    chosen = bench.seed_rows(rows, ["act", "rel", "absent"], 1500, "2026-11-27")
+    assert list(chosen) == ["act", "rel"] and [r["seed"] for r in chosen["rel"]] == [1, 2]
+    table = bench.seeds_table(rows, ["rel", "act"], 1500, "2026-11-27").splitlines()
+    assert len(table) == 4 and table[2].startswith("| rel ") and table[3].startswith("| act ")
+    assert "28.00, 29.00" in table[2] and "28.50 +- 0.71 (2 seeds)" in table[2] and "504,832" in table[2]
+    assert table[2].rstrip(" |").endswith("(2 seeds)")  # No ponder time without ACT.
+    assert "27.50 +- 0.71 (2 seeds)" in table[3] and table[3].rstrip(" |").endswith("2.00 / 2.00")
