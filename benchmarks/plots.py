@@ -7,8 +7,9 @@ The scripts append their rows to those files with `--record` (`length_generalisa
 `curriculum`, `babi_accelerator.py report`, `translate_small.py`); this draws, from whatever rows are there:
 
 - `length_generalisation.png`: char accuracy (solid) and sequence accuracy (dashed, where recorded) by reference
-  length, one panel per task and one line per model, of the runs with the most training steps (the newest row of
-  each pair); the paper's Table 4 figures at length 400 as black stars; chance (0.1) and the training lengths marked.
+  length, one panel per task and one line per model: each model's newest setting (steps and overrides, such as
+  position offsets), averaged over its seeds, a model that did not learn the training lengths drawn faint; the
+  paper's Table 4 figures at length 400 as black stars; chance (0.1) and the training lengths marked.
 - `babi_tasks.png`: test error per task, one panel per subset (1k, 10k): our best recorded run (lowest mean test
   error) of each protocol (joint training; the curriculum, which is not the paper's protocol) beside the paper's
   adaptive UT (Appendix E, best of 10 seeds per task), drawn hatched in black.
@@ -63,14 +64,43 @@ def _save(fig, path):
 
 
 # -- length generalisation ----------------------------------------------------------------------------------
+def _setting(row):
+    return row["train_steps"], row.get("hparams", "")
+
+
 def length_rows(rows):
-    """The newest row of each (task, model) among the rows with the most training steps."""
-    most = max(row["train_steps"] for row in rows)
-    newest = {}
+    """Per (task, model), the runs of its newest setting (training steps and overrides) merged over seeds: the
+    newest row of each seed, their buckets' accuracies and training accuracy averaged, `seeds` listing them."""
+    newest = {}  # The setting of each pair's latest-dated row (rows copied from old tables came in late).
+    for row in sorted(rows, key=lambda r: r["date"]):  # A stable sort: the same date keeps the order appended.
+        newest[row["task"], row["model"]] = _setting(row)
+    runs = {}
     for row in rows:
-        if row["train_steps"] == most:
-            newest[row["task"], row["model"]] = row  # Rows are appended in time order: the last one wins.
-    return list(newest.values())
+        if _setting(row) == newest[row["task"], row["model"]]:
+            runs.setdefault((row["task"], row["model"]), {})[row.get("seed")] = row
+    merged = []
+    for by_seed in runs.values():
+        chosen = list(by_seed.values())
+        buckets = {}
+        for bucket in dict.fromkeys(b for row in chosen for b in row["buckets"]):
+            for kind in ("char", "seq"):
+                values = [row["buckets"][bucket][kind] for row in chosen if kind in row["buckets"].get(bucket, {})]
+                if values:
+                    buckets.setdefault(bucket, {})[kind] = sum(values) / len(values)
+        trained = [row["train_accuracy"] for row in chosen if row.get("train_accuracy") is not None]
+        merged.append(dict(chosen[-1], buckets=buckets, seeds=sorted(by_seed, key=str),
+                           train_accuracy=sum(trained) / len(trained) if trained else None))
+    return merged
+
+
+def length_label(row):
+    """A line's legend: the model, whether it trained with position offsets, its steps and seeds."""
+    offsets = " + offsets" if "position_start_index" in row.get("hparams", "") else ""
+    seeds = row["seeds"]
+    unlearned = ("; did not learn the training lengths"
+                 if row.get("train_accuracy") is not None and row["train_accuracy"] < 0.9 else "")
+    return (f"{row['model']}{offsets}, {row['train_steps']} steps, "
+            f"{'seed' if len(seeds) == 1 else 'mean of seeds'} {', '.join(map(str, seeds))}{unlearned}")
 
 
 def plot_length_generalisation(results, path):
@@ -92,7 +122,8 @@ def plot_length_generalisation(results, path):
                 points = [(x[b], v[kind]) for b, v in row["buckets"].items() if b in x and kind in v]
                 if points:
                     ax.plot(*zip(*sorted(points)), style, marker="o" if row["model"].endswith("_rel") else "s",
-                            color=MODEL_COLOURS.get(row["model"], "0.3"), label=f"{row['model']} ({kind})")
+                            color=MODEL_COLOURS.get(row["model"], "0.3"), label=f"{length_label(row)} ({kind})",
+                            alpha=0.45 if "; did not learn" in length_label(row) else 1.0)
         task_key = {name: key for key, name in length_generalisation.TASKS.items()}[task]
         for paper_model, marker in (("transformer", "P"), ("universal_transformer", "*")):
             char, seq = length_generalisation.PAPER[paper_model][task_key]
@@ -115,11 +146,9 @@ def plot_length_generalisation(results, path):
                 labels.append(label)
     fig.legend([handles[label] for label in labels], labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
                ncol=3, fontsize=8, frameon=False)
-    steps = rows[0]["train_steps"]
-    seeds = sorted({row.get("seed") for row in rows})
-    fig.suptitle(f"Length generalisation: char (solid) and sequence (dashed) accuracy, trained on length <= 40 for "
-                 f"{steps} steps, seed {', '.join(map(str, seeds))}\n(width-64 models, runs of {date_range(rows)}; "
-                 "the paper's at length 400: base size, trained to convergence)", fontsize=10, y=1.02)
+    fig.suptitle("Length generalisation: char (solid) and sequence (dashed) accuracy, trained on length <= 40 "
+                 f"(each model's newest setting)\n(width-64 models, runs of {date_range(rows)}; the paper's at "
+                 "length 400: base size, randomized position offsets, trained to convergence)", fontsize=10, y=1.02)
     _save(fig, path)
 
 

@@ -426,8 +426,18 @@ def test_the_plots_render_from_the_results_files_every_seed_and_the_best_runs(tm
                for steps, char, date in ((1000, 0.1, "2026-11-23"), (10000, 0.2, "2026-11-25"),
                                          (10000, 0.3, "2026-11-26"))]
     common.record("length_generalisation", lengths, results)
-    assert plots.length_rows(lengths) == [lengths[2]]  # The most steps, the newest row.
-    assert plots.date_range(lengths) == "2026-11-23 to 2026-11-26"
+    (drawn,) = plots.length_rows(lengths)  # The newest setting's newest row.
+    assert drawn["buckets"] == lengths[2]["buckets"] and drawn["seeds"] == [1]
+    offsets = "position_start_index=random,max_position_offset=400"
+    lengths += [dict(lengths[0], train_steps=2000, hparams=offsets, seed=seed, date="2026-11-27", train_accuracy=acc,
+                     buckets={"201-400": {"char": char}}) for seed, char, acc in ((1, 0.9, 1.0), (2, 0.8, 0.98))]
+    (drawn,) = plots.length_rows(lengths)  # Two seeds of the newest setting, averaged.
+    assert drawn["seeds"] == [1, 2] and abs(drawn["buckets"]["201-400"]["char"] - 0.85) < 1e-9
+    assert plots.length_label(drawn) == "transformer_rel + offsets, 2000 steps, mean of seeds 1, 2"
+    lengths.pop()
+    lengths.append(dict(lengths[-1], seed=2, train_accuracy=0.3))
+    assert plots.length_label(plots.length_rows(lengths)[0]).endswith("; did not learn the training lengths")
+    assert plots.date_range(lengths) == "2026-11-23 to 2026-11-27"
 
     assert plots.main(["--results_dir", results, "--out_dir", out]) == 0
     for name in ("length_generalisation.png", "babi_tasks.png", "translation_bleu.png"):
