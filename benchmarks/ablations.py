@@ -49,14 +49,15 @@ CONFIGS = {
 def train_and_decode(name, args, data_dir, log):
     """Trains configuration `name` in `args.rounds` chunks (resuming), decodes the test set; returns its figures."""
     run_name, hparams_set, overrides, *_ = CONFIGS[name]
-    output_dir = os.path.join(args.work_dir, run_name)
+    output_dir = os.path.join(args.work_dir, run_name if args.seed == 1 else f"{run_name}_s{args.seed}")
     chunk = -(-args.steps // args.rounds)
     train_s, evaluation, reused = 0.0, {}, True
     for round_index in range(args.rounds):
         output, seconds = translate_small.run_tool("t2t-relpos-trainer", [
             "--problem=translate_local", f"--hparams_set={hparams_set}", f"--data_dir={data_dir}",
             f"--output_dir={output_dir}", f"--train_steps={min(args.steps, chunk * (round_index + 1))}",
-            f"--checkpoint_every={chunk}", f"--eval_every={chunk}", f"--log_every={args.log_every}", "--seed=1"]
+            f"--checkpoint_every={chunk}", f"--eval_every={chunk}", f"--log_every={args.log_every}",
+            f"--seed={args.seed}"]
             + ([f"--hparams={overrides}"] if overrides else []), log)
         train_s += seconds
         reused = reused and "Already trained" in output
@@ -90,9 +91,9 @@ def report(args, results, log, seconds):
 Machine: {common.machine_description()}.
 
 `{BASE_SET}` (2+2 layers, width 64, relative positions with per-head tables, no absolute signal) on Multi30k
-English->German, each configuration changing one hyperparameter; {args.steps} steps in {args.rounds} chunks, seed 1,
-beam {args.beam_size}, alpha {args.alpha}; sacreBLEU on the 1,000 sentences of test_2016_flickr, `{signature}` (and
-tok:intl); val loss: teacher-forced on val. The data, vocabulary and the k = 16 and sinusoid runs are
+English->German, each configuration changing one hyperparameter; {args.steps} steps in {args.rounds} chunks,
+seed {args.seed}, beam {args.beam_size}, alpha {args.alpha}; sacreBLEU on the 1,000 sentences of test_2016_flickr,
+`{signature}` (and tok:intl); val loss: teacher-forced on val. The data, vocabulary and the k = 16 and sinusoid runs are
 translate_small's (same commands). The paper's column is its base model on WMT EN-DE newstest2013: the trend to
 compare (k = 0 and "neither" collapse, k >= 2 flat, the keys carry the gain), not the level.
 
@@ -110,10 +111,31 @@ Commands (from the repository root; `benchmarks/runs/` holds the work files):
 """
 
 
+def record_rows(args, results):
+    """Rows of benchmarks/results/translate_small.json for the configurations trained here (translate_small records
+    the runs it made): the set, its overrides, BLEU and figures, and the seed."""
+    rows = []
+    for name, result in results.items():
+        run_name, hparams_set, overrides, *_ = CONFIGS[name]
+        if result["train_s"] is None or run_name == hparams_set:  # Reused, or translate_small's own run.
+            continue
+        rows.append({"model": hparams_set, "hparams": overrides, "steps": args.steps, "rounds": args.rounds,
+                     "bleu_13a": result["bleu"]["13a"][0], "bleu_intl": result["bleu"]["intl"][0],
+                     "signature": result["bleu"]["13a"][1], "val_loss": result["eval"].get("loss"),
+                     "val_accuracy": result["eval"].get("accuracy"), "train_wall_s": round(result["train_s"], 1),
+                     "decode_wall_s": round(result["decode_s"], 1), "decode_samples": args.decode_samples,
+                     **common.provenance(seed=args.seed)})
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     translate_small.add_shared_flags(parser, log_every=250)
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated, of {', '.join(CONFIGS)}")
+    parser.add_argument("--seed", type=int, default=1, help="The trainers' --seed (runs of seeds other than 1 live "
+                        "in <work_dir>/<run>_s<seed>, the k = 16 and sinusoid ones translate_small's of that seed).")
+    parser.add_argument("--record", action="store_true", help="Append the rows of the configurations trained here, "
+                        "with their overrides and seed, to benchmarks/results/translate_small.json.")
     args = parser.parse_args()
     names = [n for n in args.configs.split(",") if n]
     unknown = [n for n in names if n not in CONFIGS]
@@ -139,6 +161,8 @@ def main():
     if args.write:
         common.replace_section("ablations", text)
         print(f"Wrote the results to {common.README}")
+    if args.record:
+        common.record("translate_small", record_rows(args, results), description=translate_small.RESULTS_DESCRIPTION)
     return 0
 
 

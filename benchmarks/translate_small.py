@@ -266,52 +266,58 @@ def record_rows(args, results):
              **common.provenance(seed=args.seed)} for name, r in results.items()]
 
 
-def seed_rows(rows, models, steps, since):
-    """{model: its recorded rows of `steps` steps dated `since` or later, by seed}, for `models` in that order."""
+def seed_rows(rows, models, steps, since, overrides=False):
+    """{label: the recorded rows of `steps` steps dated `since` or later, by seed}, for `models` in that order: the
+    label is the model; with `overrides`, also each model's rows with overrides, labelled "model (overrides)"."""
     chosen = {model: [] for model in models}
     for row in rows:
-        if row["model"] in chosen and row["steps"] == steps and row["date"] >= since and not row.get("hparams"):
-            chosen[row["model"]].append(row)
-    return {model: sorted(runs, key=lambda r: r["seed"]) for model, runs in chosen.items() if runs}
+        if row["model"] in chosen and row["steps"] == steps and row["date"] >= since:
+            if not row.get("hparams"):
+                chosen[row["model"]].append(row)
+            elif overrides:
+                chosen.setdefault(f"{row['model']} ({row['hparams']})", []).append(row)
+    return {label: sorted(runs, key=lambda r: r["seed"]) for label, runs in chosen.items() if runs}
 
 
-def seeds_table(rows, models, steps, since):
+def seeds_table(rows, models, steps, since, overrides=False):
     """Per model: parameters, the seeds and each one's BLEU, mean +- std of BLEU and val loss, ponder times."""
     table = []
-    for model, runs in seed_rows(rows, models, steps, since).items():
+    for model, runs in seed_rows(rows, models, steps, since, overrides).items():
         ponder = [(r["encoder_ponder_time"], r["decoder_ponder_time"]) for r in runs
                   if r.get("encoder_ponder_time") is not None]
         parameters = next((r["parameters"] for r in runs if r.get("parameters")), None)
-        table.append([model, f"{parameters:,}" if parameters else "",
+        table.append([model, f"{parameters:,}" if parameters else "", ", ".join(str(r["seed"]) for r in runs),
                       ", ".join(f"{r['bleu_13a']:.2f}" for r in runs), common.spread([r["bleu_13a"] for r in runs]),
                       common.spread([r["val_loss"] for r in runs], digits=3),
                       f"{statistics.mean(p[0] for p in ponder):.2f} / {statistics.mean(p[1] for p in ponder):.2f}"
                       if ponder else ""])
-    return common.markdown_table(["hparams set", "parameters", "BLEU 13a by seed (1, 2, ...)", "BLEU 13a",
-                                  "val loss", "ponder enc / dec"], table, align="lrrrrr")
+    return common.markdown_table(["hparams set", "parameters", "seeds", "BLEU 13a of each", "BLEU 13a", "val loss",
+                                  "ponder enc / dec"], table, align="lrrrrrr")
 
 
 def seeds_report(args):
     """The README section of every seed recorded since `args.since` for the --hparams_sets at --steps."""
     rows = common.read_results("translate_small")["rows"]
-    chosen = [r for runs in seed_rows(rows, args.hparams_sets, args.steps, args.since).values() for r in runs]
+    chosen = [r for runs in seed_rows(rows, args.hparams_sets, args.steps, args.since, args.overrides).values()
+              for r in runs]
     if not chosen:
         raise SystemExit(f"no rows of {', '.join(args.hparams_sets)} at {args.steps} steps since {args.since} "
                          "in benchmarks/results/translate_small.json")
     codes = ", ".join(sorted({r["code"] for r in chosen}))
-    return f"""## Translation over seeds: Multi30k English->German, {args.steps} steps
+    title = args.title or f"Translation over seeds: Multi30k English->German, {args.steps} steps"
+    return f"""## {title}
 
 `{common.command_line()}` — the rows of `benchmarks/results/translate_small.json` recorded from
 {min(r["date"] for r in chosen)} to {max(r["date"] for r in chosen)} (code {codes}), each run by
-`.venv/bin/python benchmarks/translate_small.py --seed N --record` (with `--hparams_sets` naming the sets) on
-{chosen[0]["machine"]}.
+`.venv/bin/python benchmarks/translate_small.py --seed N --record` (with `--hparams_sets` naming the sets; the rows
+with overrides by `benchmarks/ablations.py --seed N --record`) on {chosen[0]["machine"]}.
 
 Each row trains the set for {args.steps} steps with `--seed N` (weights and data order), decodes test_2016_flickr
 with beam 4, alpha 0.6, and scores it with sacreBLEU (13a); val loss is teacher-forced. Mean +- the sample standard
 deviation over the seeds; ponder time: mean recurrent steps per position (encoder / decoder, teacher-forced on
 val) of the adaptive models.
 
-{seeds_table(rows, args.hparams_sets, args.steps, args.since)}
+{seeds_table(rows, args.hparams_sets, args.steps, args.since, args.overrides)}
 """
 
 
@@ -343,13 +349,17 @@ def main():
     parser.add_argument("--seeds_table", action="store_true", help="Train nothing: print (and with --write, put in "
                         "benchmarks/README.md) the table over seeds of the rows recorded since --since.")
     parser.add_argument("--since", default="0000-00-00", help="--seeds_table: rows of this date (YYYY-MM-DD) or later.")
+    parser.add_argument("--overrides", action="store_true", help="--seeds_table: also the rows trained with "
+                        "overrides (ablations.py's), a line per set and overrides.")
+    parser.add_argument("--section", default="translate_seeds", help="--seeds_table --write: the README section.")
+    parser.add_argument("--title", help="--seeds_table: the section's heading.")
     args = parser.parse_args()
     args.hparams_sets = [s for s in args.hparams_sets.split(",") if s]
     if args.seeds_table:
         text = seeds_report(args)
         print(text)
         if args.write:
-            common.replace_section("translate_seeds", text)
+            common.replace_section(args.section, text)
         return 0
     absent = missing_files(args.multi30k)
     if absent:

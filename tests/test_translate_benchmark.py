@@ -86,3 +86,21 @@ def test_the_seeds_table_gives_each_seed_and_the_spread_of_todays_rows():
     assert "28.00, 29.00" in table[2] and "28.50 +- 0.71 (2 seeds)" in table[2] and "504,832" in table[2]
     assert table[2].rstrip(" |").endswith("(2 seeds)")  # No ponder time without ACT.
     assert "27.50 +- 0.71 (2 seeds)" in table[3] and table[3].rstrip(" |").endswith("2.00 / 2.00")
+    # With overrides (ablations.py's rows): a line per set and overrides, after the plain ones.
+    table = bench.seeds_table(rows, ["rel"], 1500, "2026-11-27", overrides=True).splitlines()
+    assert len(table) == 4 and table[3].startswith("| rel (max_relative_position=0) ") and "|     4 |" in table[3]
+
+
+def test_ablations_record_the_runs_they_trained_with_their_overrides_and_seed():
+    spec = importlib.util.spec_from_file_location("benchmark_ablations", _PATH.replace("translate_small", "ablations"))
+    ablations = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ablations)
+    import types  # pylint: disable=import-outside-toplevel
+
+    args = types.SimpleNamespace(seed=2, steps=1500, rounds=2, decode_samples=0)
+    signature = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+    result = {"bleu": {"13a": (22.3, signature), "intl": (22.4, signature)}, "eval": {"loss": 2.3, "accuracy": 0.5},
+              "train_s": 600.0, "decode_s": 30.0}
+    rows = ablations.record_rows(args, {"k0": result, "k16": dict(result, train_s=None), "sinusoid": result})
+    assert [(r["model"], r["hparams"], r["seed"], r["bleu_13a"]) for r in rows] == [
+        ("transformer_cpu_rel", "max_relative_position=0", 2, 22.3)]  # k16 and sinusoid: translate_small's rows.
