@@ -210,16 +210,18 @@ def plot_babi(results, path):
 
 # -- translation ---------------------------------------------------------------------------------------------
 def bleu_groups(rows):
-    """{model: {date: [BLEU of each row]}}: the rows of one model and date are one run of seeds."""
+    """{model: {date: [BLEU of each row]}}: the rows of one model and date are one run of seeds; rows trained with
+    overrides (the ablations) are not drawn."""
     groups = {}
     for row in rows:
-        groups.setdefault(row["model"], {}).setdefault(row["date"], []).append(row["bleu_13a"])
+        if not row.get("hparams"):
+            groups.setdefault(row["model"], {}).setdefault(row["date"], []).append(row["bleu_13a"])
     return groups
 
 
 def plot_translate_small(results, path):
     plt = _pyplot()
-    rows = results["rows"]
+    rows = [row for row in results["rows"] if not row.get("hparams")]
     groups = bleu_groups(rows)
     dates = sorted({row["date"] for row in rows})
     colours = dict(zip(dates, plt.get_cmap("tab10").colors))

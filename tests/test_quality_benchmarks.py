@@ -407,7 +407,8 @@ def test_the_plots_render_from_the_results_files_every_seed_and_the_best_runs(tm
     # Rows are appended (what --record does): a later seed joins the earlier rows, which are kept.
     common.record("translate_small", [bleu("rel", 1, 31.0, "2026-11-21"), bleu("abs", 1, 24.9, "2026-11-21")],
                   results)
-    common.record("translate_small", [bleu("rel", 2, 29.0, "2026-11-28"), bleu("rel", 3, 28.0, "2026-11-28")],
+    common.record("translate_small", [bleu("rel", 2, 29.0, "2026-11-28"), bleu("rel", 3, 28.0, "2026-11-28"),
+                                      dict(bleu("rel", 1, 22.0, "2026-11-28"), hparams="max_relative_position=0")],
                   results)
     rows = common.read_results("translate_small", results)["rows"]
     assert plots.bleu_groups(rows) == {"rel": {"2026-11-21": [31.0], "2026-11-28": [29.0, 28.0]},
