@@ -96,11 +96,18 @@ def offsets_setting(text, model):
     return overrides.format(n=n), suffix.format(n=n)
 
 
+def overrides_of(model, args):
+    """The pair's hparams overrides: its position offsets' and `--hparams`."""
+    return ",".join(o for o in (offsets_setting(getattr(args, "offsets", "none"), model)[0],
+                                getattr(args, "hparams", "")) if o)
+
+
 def run_name(task, model, args, seed=None):
-    """The pair's run directory name: seed 1 without offsets keeps the name of the runs before seeds."""
+    """The pair's run directory name: seed 1 without offsets or overrides keeps the name of the runs before seeds."""
     seed = getattr(args, "seed", 1) if seed is None else seed
+    extra = getattr(args, "hparams", "")
     return (f"{task}_{model}" + offsets_setting(getattr(args, "offsets", "none"), model)[1]
-            + (f"_s{seed}" if seed != 1 else ""))
+            + ("_" + re.sub(r"[^A-Za-z0-9._]+", "-", extra) if extra else "") + (f"_s{seed}" if seed != 1 else ""))
 
 
 def with_seed(args, seed):
@@ -146,7 +153,7 @@ def run_one(task, model, args):
     threads = 1 if args.jobs > 1 else 0
     # Checkpoints every 1000 steps: a run stopped midway resumes (raising --train_steps continues it too), and
     # its training time is the total over the invocations that trained it.
-    overrides = offsets_setting(getattr(args, "offsets", "none"), model)[0]
+    overrides = overrides_of(model, args)
     with common.RunClock(run_dir) as clock:
         trained = common.run_cli(
             "trainer", f"--problem=algorithmic_{task}_decimal40", f"--hparams_set={MODELS[model]}",
@@ -249,6 +256,8 @@ def report(results, args, seconds, unfinished=()):
         offsets_note = (f" Trained with position offsets `--offsets={offsets}` (hparams "
                         f"`{offsets_hparams.format(n=offsets.partition(':')[2])}`"
                         "; relative models do not read them).")
+    if getattr(args, "hparams", ""):
+        offsets_note += f" Every model with `--hparams={args.hparams}`."
     summary = seed_summary(results, args)
     return "\n".join([
         "## " + (getattr(args, "title", None) or "Length generalisation (UT paper, Table 4 protocol)"), "",
@@ -287,7 +296,7 @@ def record_rows(results, args):
         train_accuracy = _training_accuracy(task, model, seed_args)
         rows.append({
             "task": TASKS[task], "model": model, "hparams_set": MODELS[model], "train_steps": args.train_steps,
-            "hparams": offsets_setting(getattr(args, "offsets", "none"), model)[0],
+            "hparams": overrides_of(model, args),
             "num_samples": args.num_samples, "train_accuracy": float(train_accuracy) if train_accuracy else None,
             "buckets": {name: {"char": c, "seq": q} for name, (c, q) in _buckets_of(task, model, seed_args).items()},
             "char_accuracy": char, "seq_accuracy": seq, "ponder_time": ponder, "minutes": round(took / 60, 1),
@@ -319,6 +328,8 @@ def main(argv=None):
     parser.add_argument("--record", action="store_true", help="append every finished pair's accuracy by length to "
                         "benchmarks/results/length_generalisation.json (drawn by benchmarks/plots.py)")
     parser.add_argument("--seeds", default="1", help="comma-separated seeds: each pair trains once per seed")
+    parser.add_argument("--hparams", default="", help="overrides for every model, e.g. norm_position=pre (the run "
+                        "directories' names end with them)")
     parser.add_argument("--offsets", default="none", help="position offsets in training: none, "
                         "random (tensor2tensor's), random:N, shared:N (one offset in [0, N) per batch for the "
                         "encoder, decoder and every step) or step")

@@ -60,6 +60,12 @@ def test_length_generalisation_seeds_and_offsets_have_runs_of_their_own(tmp_path
     name = length_generalisation.run_name
     assert name("identity", "universal_transformer", args) == "identity_universal_transformer_offsets_shared400_s2"
     assert name("identity", "universal_transformer_rel", args, seed=1) == "identity_universal_transformer_rel"
+    args.hparams = "norm_position=pre"  # --hparams: every model's runs of their own, overrides joined.
+    assert name("identity", "transformer", args) == "identity_transformer_offsets_shared400_norm_position-pre_s2"
+    assert length_generalisation.overrides_of("transformer", args) == (
+        "position_start_index=random,position_offset_shared=true,max_position_offset=400,norm_position=pre")
+    assert length_generalisation.overrides_of("transformer_rel", args) == "norm_position=pre"
+    args.hparams = ""
     assert length_generalisation.offsets_setting("shared:400", "transformer") == (
         "position_start_index=random,position_offset_shared=true,max_position_offset=400", "_offsets_shared400")
     for bad in ("sometimes", "random:x"):
