@@ -266,20 +266,22 @@ def record_rows(args, results):
              **common.provenance(seed=args.seed)} for name, r in results.items()]
 
 
-def seed_rows(rows, models, steps, since, overrides=False):
+def seed_rows(rows, models, steps, since, overrides=""):
     """{label: the recorded rows of `steps` steps dated `since` or later, by seed}, for `models` in that order: the
-    label is the model; with `overrides`, also each model's rows with overrides, labelled "model (overrides)"."""
+    label is the model; then the models' rows trained with overrides, labelled "model (overrides)": all of them
+    with `overrides="*"`, else those whose overrides are one of `overrides`' ";"-separated strings."""
+    wanted = set(overrides.split(";")) if overrides and overrides != "*" else None
     chosen = {model: [] for model in models}
     for row in rows:
         if row["model"] in chosen and row["steps"] == steps and row["date"] >= since:
             if not row.get("hparams"):
                 chosen[row["model"]].append(row)
-            elif overrides:
+            elif overrides and (wanted is None or row["hparams"] in wanted):
                 chosen.setdefault(f"{row['model']} ({row['hparams']})", []).append(row)
     return {label: sorted(runs, key=lambda r: r["seed"]) for label, runs in chosen.items() if runs}
 
 
-def seeds_table(rows, models, steps, since, overrides=False):
+def seeds_table(rows, models, steps, since, overrides=""):
     """Per model: parameters, the seeds and each one's BLEU, mean +- std of BLEU and val loss, ponder times."""
     table = []
     for model, runs in seed_rows(rows, models, steps, since, overrides).items():
@@ -349,8 +351,9 @@ def main():
     parser.add_argument("--seeds_table", action="store_true", help="Train nothing: print (and with --write, put in "
                         "benchmarks/README.md) the table over seeds of the rows recorded since --since.")
     parser.add_argument("--since", default="0000-00-00", help="--seeds_table: rows of this date (YYYY-MM-DD) or later.")
-    parser.add_argument("--overrides", action="store_true", help="--seeds_table: also the rows trained with "
-                        "overrides (ablations.py's), a line per set and overrides.")
+    parser.add_argument("--overrides", default="", help="--seeds_table: also the rows trained with overrides "
+                        "(ablations.py's), a line per set and overrides: * for all, or the overrides wanted, separated "
+                        "by ;")
     parser.add_argument("--section", default="translate_seeds", help="--seeds_table --write: the README section.")
     parser.add_argument("--title", help="--seeds_table: the section's heading.")
     args = parser.parse_args()

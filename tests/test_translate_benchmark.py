@@ -87,8 +87,9 @@ def test_the_seeds_table_gives_each_seed_and_the_spread_of_todays_rows():
     assert table[2].rstrip(" |").endswith("(2 seeds)")  # No ponder time without ACT.
     assert "27.50 +- 0.71 (2 seeds)" in table[3] and table[3].rstrip(" |").endswith("2.00 / 2.00")
     # With overrides (ablations.py's rows): a line per set and overrides, after the plain ones.
-    table = bench.seeds_table(rows, ["rel"], 1500, "2026-11-27", overrides=True).splitlines()
+    table = bench.seeds_table(rows, ["rel"], 1500, "2026-11-27", overrides="*").splitlines()
     assert len(table) == 4 and table[3].startswith("| rel (max_relative_position=0) ") and "|     4 |" in table[3]
+    assert len(bench.seeds_table(rows, ["rel"], 1500, "2026-11-27", overrides="norm_position=pre").splitlines()) == 3
 
 
 def test_ablations_record_the_runs_they_trained_with_their_overrides_and_seed():
