@@ -378,7 +378,11 @@ def test_ctrl_c_ends_the_decoder_in_one_line(run_dir, tmp_path):
     interrupted` and status 130, not a KeyboardInterrupt traceback."""
     fifo = tmp_path / "source.fifo"
     os.mkfifo(fifo)
-    process = subprocess.Popen([sys.executable, "-c", "import t2t_relpos.cli.decoder as m; m.run()",
+    # Ctrl-C as a foreground job gets it: a suite run in the background (`make test &`) hands its children
+    # SIGINT ignored, and Python then installs no KeyboardInterrupt handler.
+    code = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "import t2t_relpos.cli.decoder as m; m.run()")
+    process = subprocess.Popen([sys.executable, "-c", code,
                                 f"--output_dir={run_dir}", f"--decode_from_file={fifo}"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
