@@ -119,12 +119,7 @@ def record_rows(args, results):
         run_name, hparams_set, overrides, *_ = CONFIGS[name]
         if result["train_s"] is None or run_name == hparams_set:  # Reused, or translate_small's own run.
             continue
-        rows.append({"model": hparams_set, "hparams": overrides, "steps": args.steps, "rounds": args.rounds,
-                     "bleu_13a": result["bleu"]["13a"][0], "bleu_intl": result["bleu"]["intl"][0],
-                     "signature": result["bleu"]["13a"][1], "val_loss": result["eval"].get("loss"),
-                     "val_accuracy": result["eval"].get("accuracy"), "train_wall_s": round(result["train_s"], 1),
-                     "decode_wall_s": round(result["decode_s"], 1), "decode_samples": args.decode_samples,
-                     **common.provenance(seed=args.seed)})
+        rows.append(translate_small.result_row(hparams_set, overrides, result, args))
     return rows
 
 

@@ -253,17 +253,21 @@ work differs).
 """
 
 
+def result_row(model, overrides, r, args):
+    """A row of benchmarks/results/translate_small.json: a run's set, overrides, BLEU and figures, and its seed."""
+    return {"model": model, "hparams": overrides, "steps": args.steps, "rounds": args.rounds,
+            "bleu_13a": r["bleu"]["13a"][0], "bleu_intl": r["bleu"]["intl"][0], "signature": r["bleu"]["13a"][1],
+            "val_loss": r["eval"].get("loss"), "val_accuracy": r["eval"].get("accuracy"),
+            "train_wall_s": round(r["train_s"], 1),
+            "tokens_per_s": round(statistics.median(r["rates"])) if r.get("rates") else None,
+            "decode_wall_s": round(r["decode_s"], 1), "decode_samples": args.decode_samples,
+            "parameters": r.get("parameters"), "encoder_ponder_time": r["eval"].get("encoder_ponder_time"),
+            "decoder_ponder_time": r["eval"].get("decoder_ponder_time"), **common.provenance(seed=args.seed)}
+
+
 def record_rows(args, results):
     """Rows of benchmarks/results/translate_small.json, one per model, with where they came from."""
-    return [{"model": name, "hparams": args.hparams, "steps": args.steps, "rounds": args.rounds,
-             "bleu_13a": r["bleu"]["13a"][0], "bleu_intl": r["bleu"]["intl"][0], "signature": r["bleu"]["13a"][1],
-             "val_loss": r["eval"].get("loss"), "val_accuracy": r["eval"].get("accuracy"),
-             "train_wall_s": round(r["train_s"], 1),
-             "tokens_per_s": round(statistics.median(r["rates"])) if r["rates"] else None,
-             "decode_wall_s": round(r["decode_s"], 1), "decode_samples": args.decode_samples,
-             "parameters": r.get("parameters"), "encoder_ponder_time": r["eval"].get("encoder_ponder_time"),
-             "decoder_ponder_time": r["eval"].get("decoder_ponder_time"),
-             **common.provenance(seed=args.seed)} for name, r in results.items()]
+    return [result_row(name, args.hparams, r, args) for name, r in results.items()]
 
 
 def seed_rows(rows, models, steps, since, overrides=""):
