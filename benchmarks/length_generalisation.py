@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/length_generalisation.py [--tasks identity,reverse,addition]
         [--models transformer,transformer_rel,...] [--train_steps 3000] [--num_samples 200] [--report_only]
-        [--seeds 1,2] [--offsets none|random|random:400|shared:400|step] [--write] [--record]
+        [--seeds 1,2] [--offsets none|random|random:400|shared:400|step] [--hparams [model:]overrides[;...]]
+        [--write] [--record]
 
 Each (task, model) pair trains with `t2t-relpos-trainer` on decimal strings of length <= 40
 (`algorithmic_<task>_decimal40`) for the same number of steps, then `t2t-relpos-decoder --decode_split=eval`
@@ -96,16 +97,29 @@ def offsets_setting(text, model):
     return overrides.format(n=n), suffix.format(n=n)
 
 
+def hparams_for(model, args):
+    """`model`'s share of `--hparams`: entries `model:overrides` (`;` between them) are that model's, the rest
+    every model's, so one invocation can train, say, a pre-norm Transformer beside the (pre-norm) UT."""
+    shared, own = [], []
+    for entry in filter(None, getattr(args, "hparams", "").split(";")):
+        name, colon, overrides = entry.partition(":")
+        if colon and name in MODELS:
+            own += [overrides] if name == model else []
+        else:
+            shared.append(entry)
+    return ",".join(shared + own)
+
+
 def overrides_of(model, args):
-    """The pair's hparams overrides: its position offsets' and `--hparams`."""
+    """The pair's hparams overrides: its position offsets' and its `--hparams`."""
     return ",".join(o for o in (offsets_setting(getattr(args, "offsets", "none"), model)[0],
-                                getattr(args, "hparams", "")) if o)
+                                hparams_for(model, args)) if o)
 
 
 def run_name(task, model, args, seed=None):
     """The pair's run directory name: seed 1 without offsets or overrides keeps the name of the runs before seeds."""
     seed = getattr(args, "seed", 1) if seed is None else seed
-    extra = getattr(args, "hparams", "")
+    extra = hparams_for(model, args)
     return (f"{task}_{model}" + offsets_setting(getattr(args, "offsets", "none"), model)[1]
             + ("_" + re.sub(r"[^A-Za-z0-9._]+", "-", extra) if extra else "") + (f"_s{seed}" if seed != 1 else ""))
 
@@ -256,8 +270,9 @@ def report(results, args, seconds, unfinished=()):
         offsets_note = (f" Trained with position offsets `--offsets={offsets}` (hparams "
                         f"`{offsets_hparams.format(n=offsets.partition(':')[2])}`"
                         "; relative models do not read them).")
-    if getattr(args, "hparams", ""):
-        offsets_note += f" Every model with `--hparams={args.hparams}`."
+    for model in dict.fromkeys(_keys(key)[1] for key in [*results, *unfinished]):
+        if hparams_for(model, args):
+            offsets_note += f" {model} with `{hparams_for(model, args)}`."
     summary = seed_summary(results, args)
     return "\n".join([
         "## " + (getattr(args, "title", None) or "Length generalisation (UT paper, Table 4 protocol)"), "",
@@ -328,8 +343,9 @@ def main(argv=None):
     parser.add_argument("--record", action="store_true", help="append every finished pair's accuracy by length to "
                         "benchmarks/results/length_generalisation.json (drawn by benchmarks/plots.py)")
     parser.add_argument("--seeds", default="1", help="comma-separated seeds: each pair trains once per seed")
-    parser.add_argument("--hparams", default="", help="overrides for every model, e.g. norm_position=pre (the run "
-                        "directories' names end with them)")
+    parser.add_argument("--hparams", default="", help="overrides for every model, e.g. norm_position=pre, or for "
+                        "one, transformer:norm_position=pre (`;` between entries; the run directories' names end "
+                        "with them)")
     parser.add_argument("--offsets", default="none", help="position offsets in training: none, "
                         "random (tensor2tensor's), random:N, shared:N (one offset in [0, N) per batch for the "
                         "encoder, decoder and every step) or step")

@@ -65,6 +65,10 @@ def test_length_generalisation_seeds_and_offsets_have_runs_of_their_own(tmp_path
     assert length_generalisation.overrides_of("transformer", args) == (
         "position_start_index=random,position_offset_shared=true,max_position_offset=400,norm_position=pre")
     assert length_generalisation.overrides_of("transformer_rel", args) == "norm_position=pre"
+    args.hparams = "transformer:norm_position=pre;dropout=0.0"  # model:overrides are that model's alone.
+    assert name("identity", "transformer", args) == (
+        "identity_transformer_offsets_shared400_dropout-0.0-norm_position-pre_s2")
+    assert length_generalisation.hparams_for("universal_transformer", args) == "dropout=0.0"
     args.hparams = ""
     assert length_generalisation.offsets_setting("shared:400", "transformer") == (
         "position_start_index=random,position_offset_shared=true,max_position_offset=400", "_offsets_shared400")
