@@ -1,7 +1,7 @@
 """Length generalisation, the Universal Transformer paper's protocol (its Table 4), through the real CLIs.
 
     .venv/bin/python benchmarks/length_generalisation.py [--tasks identity,reverse,addition]
-        [--models transformer,transformer_rel,...] [--train_steps 3000] [--num_samples 200] [--report_only]
+        [--models transformer,transformer_rel,...] [--train_steps 3000[,task:N...]] [--num_samples 200] [--report_only]
         [--seeds 1,2] [--offsets none|random|random:400|shared:400|step] [--hparams [model:]overrides[;...]]
         [--write] [--record]
 
@@ -134,6 +134,24 @@ def _keys(key):
     return (*key, 1) if len(key) == 2 else tuple(key)
 
 
+def steps_for(task, args):
+    """`task`'s training steps: `--train_steps` is N, or N with `task:N` entries for the tasks that need longer
+    (e.g. `2000,reverse:6000`: every model learns copy by 2000 steps, reverse takes longer)."""
+    default, per_task = None, {}
+    for entry in str(args.train_steps).split(","):
+        name, colon, steps = entry.rpartition(":")
+        if not steps.isdigit() or int(steps) < 1 or (colon and name not in TASKS):
+            raise SystemExit(f"error: --train_steps={args.train_steps}: give N, or N with task:N entries "
+                             f"(tasks: {', '.join(TASKS)})")
+        if colon:
+            per_task[name] = int(steps)
+        else:
+            default = int(steps)
+    if task not in per_task and default is None:
+        raise SystemExit(f"error: --train_steps={args.train_steps} gives no steps for {task}")
+    return per_task.get(task, default)
+
+
 def finished(task, model, args):
     """The saved result of a pair trained and decoded with these `--train_steps` and `--num_samples`, or None."""
     saved = os.path.join(args.work_dir, run_name(task, model, args), "result.json")
@@ -141,12 +159,12 @@ def finished(task, model, args):
         return None
     with open(saved, encoding="utf-8") as f:
         previous = json.load(f)
-    return tuple(previous["result"]) if previous["setting"] == _setting(args) else None
+    return tuple(previous["result"]) if previous["setting"] == _setting(task, args) else None
 
 
-def _setting(args):
+def _setting(task, args):
     """What a saved result must have been made with to be reused."""
-    return {"train_steps": args.train_steps, "num_samples": args.num_samples}
+    return {"train_steps": steps_for(task, args), "num_samples": args.num_samples}
 
 
 def checkpoint_step(task, model, args):
@@ -165,6 +183,7 @@ def run_one(task, model, args):
     if previous is not None:
         return previous
     threads = 1 if args.jobs > 1 else 0
+    steps = steps_for(task, args)
     # Checkpoints every 1000 steps: a run stopped midway resumes (raising --train_steps continues it too), and
     # its training time is the total over the invocations that trained it.
     overrides = overrides_of(model, args)
@@ -172,8 +191,8 @@ def run_one(task, model, args):
         trained = common.run_cli(
             "trainer", f"--problem=algorithmic_{task}_decimal40", f"--hparams_set={MODELS[model]}",
             *([f"--hparams={overrides}"] if overrides else []),
-            f"--output_dir={run_dir}", f"--train_steps={args.train_steps}", "--eval_steps=4",
-            f"--checkpoint_every={min(1000, args.train_steps)}", "--log_every=500",
+            f"--output_dir={run_dir}", f"--train_steps={steps}", "--eval_steps=4",
+            f"--checkpoint_every={min(1000, steps)}", "--log_every=500",
             f"--seed={getattr(args, 'seed', 1)}", log=log, threads=threads)
     began = time.perf_counter()
     decoded = common.run_cli(
@@ -184,7 +203,7 @@ def run_one(task, model, args):
     ponder = PONDER.findall(trained)
     result = (char, seq, clock.total + time.perf_counter() - began, float(ponder[-1]) if ponder else None)
     with open(saved, "w", encoding="utf-8") as f:
-        json.dump({"setting": _setting(args), "result": result}, f)
+        json.dump({"setting": _setting(task, args), "result": result}, f)
     return result
 
 
@@ -248,9 +267,18 @@ def seed_summary(results, args):
                                   "seq acc"], rows, align="llrrrr")
 
 
+def _steps_text(tasks, args):
+    """ "2000 steps", or "2000 steps (reverse: 6000)" where tasks trained for different numbers of steps."""
+    budgets = {task: steps_for(task, args) for task in dict.fromkeys(tasks)}
+    common_steps = max(set(budgets.values()), key=list(budgets.values()).count, default=0)
+    others = [f"{TASKS[task]}: {steps}" for task, steps in budgets.items() if steps != common_steps]
+    return f"{common_steps} steps" + (f" ({', '.join(others)})" if others else "")
+
+
 def report(results, args, seconds, unfinished=()):
     """The README section; `unfinished` (pairs without a result at these steps) are named below the table."""
     rows = []
+    tasks = [_keys(key)[0] for key in [*results, *unfinished]]
     for key, (char, seq, took, ponder) in results.items():
         task, model, seed = _keys(key)
         seed_args = with_seed(args, seed)
@@ -282,8 +310,8 @@ def report(results, args, seconds, unfinished=()):
         f"finished) took {sum(r[2] for r in results.values()) / 60:.0f} min of wall time in all, {args.jobs} at a "
         "time.  ",
         f"Machine: {common.machine_description()}.", "",
-        f"Train on decimal strings of length <= 40 for {args.train_steps} steps (the `*_cpu` sets: width 64, the "
-        f"UTs pre-norm), decode the first {args.num_samples} evaluation strings (length 1-400) greedily: char and "
+        f"Train on decimal strings of length <= 40 for {_steps_text(tasks, args)} with the `*_cpu` sets (width 64, "
+        f"the UTs pre-norm), decode the first {args.num_samples} evaluation strings (length 1-400) greedily: char and "
         "seq accuracy over all of them, and char accuracy of those of lengths 11-40 (inside the training lengths) "
         f"and 201-400; {args.jobs} pair(s) at a time"
         f"{', each on one TensorFlow thread' if args.jobs > 1 else ''}; minutes: the pair's wall time (training "
@@ -294,11 +322,12 @@ def report(results, args, seconds, unfinished=()):
             ["", "Over seeds (mean +- sample std):", "", summary] if summary else []) + ([
             "", "Not finished (resumable; their latest checkpoints): " + ", ".join(
                 f"{TASKS[key[0]]} / {key[1]} seed {_keys(key)[2]} at step "
-                f"{checkpoint_step(key[0], key[1], with_seed(args, _keys(key)[2]))} of {args.train_steps}"
+                f"{checkpoint_step(key[0], key[1], with_seed(args, _keys(key)[2]))} of {steps_for(key[0], args)}"
                 for key in unfinished) + "."] if unfinished else []) + [
             "", "Training-batch token accuracy (lengths <= 40) by step, from the trainers' TensorBoard events, "
             "finished and unfinished pairs alike (whether and when each model learned the task):", "",
-            curve_table(list(results) + list(unfinished), args, _curve_steps(args.train_steps))])
+            curve_table(list(results) + list(unfinished), args,
+                        _curve_steps(max((steps_for(task, args) for task in tasks), default=0)))])
 
 
 def record_rows(results, args):
@@ -310,7 +339,7 @@ def record_rows(results, args):
         seed_args = with_seed(args, seed)
         train_accuracy = _training_accuracy(task, model, seed_args)
         rows.append({
-            "task": TASKS[task], "model": model, "hparams_set": MODELS[model], "train_steps": args.train_steps,
+            "task": TASKS[task], "model": model, "hparams_set": MODELS[model], "train_steps": steps_for(task, args),
             "hparams": overrides_of(model, args),
             "num_samples": args.num_samples, "train_accuracy": float(train_accuracy) if train_accuracy else None,
             "buckets": {name: {"char": c, "seq": q} for name, (c, q) in _buckets_of(task, model, seed_args).items()},
@@ -329,7 +358,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--train_steps", type=int, default=3000)
+    parser.add_argument("--train_steps", default="3000", help="N, or N with task:N entries, e.g. 2000,reverse:6000")
     parser.add_argument("--num_samples", type=int, default=200)
     parser.add_argument("--jobs", type=int, default=1, help="pairs run at once (each on one thread if > 1)")
     parser.add_argument("--work_dir", default=os.path.join("benchmarks", "runs", "length_generalisation"))
@@ -356,8 +385,9 @@ def main(argv=None):
     results = {}
     runs = [(task, model, seed) for task in args.tasks.split(",") for model in args.models.split(",")
             for seed in seeds]
-    for _task, model, _ in runs:
-        offsets_setting(args.offsets, model)  # Refuses a setting a model cannot take before anything runs.
+    for task, model, _ in runs:  # Refuses a setting a pair cannot take before anything runs.
+        offsets_setting(args.offsets, model)
+        steps_for(task, args)
     unfinished = []
     if args.report_only:
         found = {run: finished(*run[:2], with_seed(args, run[2])) for run in runs}

@@ -70,6 +70,13 @@ def test_length_generalisation_seeds_and_offsets_have_runs_of_their_own(tmp_path
         "identity_transformer_offsets_shared400_dropout-0.0-norm_position-pre_s2")
     assert length_generalisation.hparams_for("universal_transformer", args) == "dropout=0.0"
     args.hparams = ""
+    args.train_steps = "2000,reverse:6000"  # Tasks that take longer to learn get steps of their own.
+    assert [length_generalisation.steps_for(t, args) for t in ("identity", "reverse")] == [2000, 6000]
+    for bad in ("2000,sorting:10", "reverse:6000", "x"):
+        with pytest.raises(SystemExit, match="--train_steps"):
+            length_generalisation.steps_for("identity", types.SimpleNamespace(train_steps=bad))
+    assert length_generalisation._steps_text(["identity", "reverse"], args) == "2000 steps (reverse: 6000)"
+    args.train_steps = 10
     assert length_generalisation.offsets_setting("shared:400", "transformer") == (
         "position_start_index=random,position_offset_shared=true,max_position_offset=400", "_offsets_shared400")
     for bad in ("sometimes", "random:x"):
