@@ -22,6 +22,7 @@ decoding.py from their own measurements.
 
 import argparse
 import os
+import re
 import sys
 
 import numpy as np
@@ -95,7 +96,12 @@ def length_rows(rows):
 
 def length_label(row):
     """A line's legend: the model, whether it trained with position offsets, its steps and seeds."""
-    offsets = " + offsets" if "position_start_index" in row.get("hparams", "") else ""
+    hparams = row.get("hparams", "")
+    limit = re.search(r"max_position_offset=(\d+)", hparams)
+    offsets = ("" if "position_start_index" not in hparams else
+               f" + offsets in [0, {limit.group(1)})" if limit else " + offsets")
+    offsets += " (pre-norm)" if "norm_position=pre" in hparams and not row["model"].startswith(
+        ("universal", "adaptive")) else ""
     seeds = row["seeds"]
     unlearned = ("; did not learn the training lengths"
                  if row.get("train_accuracy") is not None and row["train_accuracy"] < 0.9 else "")

@@ -451,7 +451,9 @@ def test_the_plots_render_from_the_results_files_every_seed_and_the_best_runs(tm
                      buckets={"201-400": {"char": char}}) for seed, char, acc in ((1, 0.9, 1.0), (2, 0.8, 0.98))]
     (drawn,) = plots.length_rows(lengths)  # Two seeds of the newest setting, averaged.
     assert drawn["seeds"] == [1, 2] and abs(drawn["buckets"]["201-400"]["char"] - 0.85) < 1e-9
-    assert plots.length_label(drawn) == "transformer_rel + offsets, 2000 steps, mean of seeds 1, 2"
+    assert plots.length_label(drawn) == "transformer_rel + offsets in [0, 400), 2000 steps, mean of seeds 1, 2"
+    assert plots.length_label(dict(drawn, model="transformer", hparams=offsets + ",norm_position=pre")) == (
+        "transformer + offsets in [0, 400) (pre-norm), 2000 steps, mean of seeds 1, 2")
     lengths.pop()
     lengths.append(dict(lengths[-1], seed=2, train_accuracy=0.3))
     assert plots.length_label(plots.length_rows(lengths)[0]).endswith("; did not learn the training lengths")
