@@ -97,17 +97,24 @@ def offsets_setting(text, model):
     return overrides.format(n=n), suffix.format(n=n)
 
 
+def _entries(text, separator, names):
+    """`text` split at `separator` into plain entries and {name: [values]} of its `name:value` entries, `name`
+    one of `names` (`--hparams` and `--train_steps` both take entries for one model or task beside plain ones)."""
+    plain, named = [], {}
+    for entry in filter(None, str(text).split(separator)):
+        name, colon, value = entry.partition(":")
+        if colon and name in names:
+            named.setdefault(name, []).append(value)
+        else:
+            plain.append(entry)
+    return plain, named
+
+
 def hparams_for(model, args):
     """`model`'s share of `--hparams`: entries `model:overrides` (`;` between them) are that model's, the rest
     every model's, so one invocation can train, say, a pre-norm Transformer beside the (pre-norm) UT."""
-    shared, own = [], []
-    for entry in filter(None, getattr(args, "hparams", "").split(";")):
-        name, colon, overrides = entry.partition(":")
-        if colon and name in MODELS:
-            own += [overrides] if name == model else []
-        else:
-            shared.append(entry)
-    return ",".join(shared + own)
+    shared, own = _entries(getattr(args, "hparams", ""), ";", MODELS)
+    return ",".join(shared + own.get(model, []))
 
 
 def overrides_of(model, args):
@@ -137,19 +144,14 @@ def _keys(key):
 def steps_for(task, args):
     """`task`'s training steps: `--train_steps` is N, or N with `task:N` entries for the tasks that need longer
     (e.g. `2000,reverse:6000`: every model learns copy by 2000 steps, reverse takes longer)."""
-    default, per_task = None, {}
-    for entry in str(args.train_steps).split(","):
-        name, colon, steps = entry.rpartition(":")
-        if not steps.isdigit() or int(steps) < 1 or (colon and name not in TASKS):
-            raise SystemExit(f"error: --train_steps={args.train_steps}: give N, or N with task:N entries "
-                             f"(tasks: {', '.join(TASKS)})")
-        if colon:
-            per_task[name] = int(steps)
-        else:
-            default = int(steps)
-    if task not in per_task and default is None:
+    plain, per_task = _entries(args.train_steps, ",", TASKS)
+    if not all(steps.isdigit() and int(steps) >= 1 for steps in plain + sum(per_task.values(), [])):
+        raise SystemExit(f"error: --train_steps={args.train_steps}: give N, or N with task:N entries "
+                         f"(tasks: {', '.join(TASKS)})")
+    steps = per_task.get(task, plain)
+    if not steps:
         raise SystemExit(f"error: --train_steps={args.train_steps} gives no steps for {task}")
-    return per_task.get(task, default)
+    return int(steps[-1])
 
 
 def finished(task, model, args):
