@@ -254,16 +254,20 @@ def run_cli(module, *args, log, threads=0):
     Raises:
         RuntimeError: the tool failed; the message points at `log`.
     """
-    code = f"import t2t_relpos.cli.{module} as m; m.run()"
+    return run_python("-c", f"import t2t_relpos.cli.{module} as m; m.run()", *args, log=log, threads=threads,
+                      name=module)
+
+
+def run_python(*argv, log, threads=0, name="python"):
+    """Runs this Python with `argv` (a script and its arguments, or `-c code ...`) as `run_cli` runs a CLI."""
     env = dict(os.environ)
     if threads:
         env.update(TF_NUM_INTRAOP_THREADS=str(threads), TF_NUM_INTEROP_THREADS=str(threads))
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=False,
-                          env=env)
+    proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, check=False, env=env)
     with open(log, "a", encoding="utf-8") as f:
         f.write(proc.stdout + proc.stderr)
     if proc.returncode != 0:
-        raise RuntimeError(f"{module} failed ({proc.returncode}); see {log}")
+        raise RuntimeError(f"{name} failed ({proc.returncode}); see {log}")
     return proc.stdout + proc.stderr
 
 

@@ -56,6 +56,8 @@ TRAIN_ACCURACY = re.compile(r"^step \d+/\d+\s+loss [0-9.e+-]+\s+accuracy ([0-9.]
 BUCKET = re.compile(r"^\s+reference length\s+(\d+-\d+)\s+char_accuracy = ([0-9.]+)\s+seq_accuracy = ([0-9.]+)", re.M)
 # Buckets shown beside the overall figures: inside the training lengths, and the longest.
 SHOWN_BUCKETS = ("11-40", "201-400")
+# Teacher-forced accuracy by length (tensor2tensor's evaluation metric) of a finished pair's decoded strings.
+TEACHER_FORCED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "teacher_forced.py")
 RESULTS_DESCRIPTION = (
     "Length generalisation (Dehghani et al. 2018, Table 4 protocol): trained on decimal strings of length <= 40, "
     "the first num_samples evaluation strings (length 1-400) decoded greedily; char and seq accuracy over all of "
@@ -206,7 +208,28 @@ def run_one(task, model, args):
     result = (char, seq, clock.total + time.perf_counter() - began, float(ponder[-1]) if ponder else None)
     with open(saved, "w", encoding="utf-8") as f:
         json.dump({"setting": _setting(task, args), "result": result}, f)
+    teacher_forced(task, model, args)
     return result
+
+
+def teacher_forced(task, model, args):
+    """{"201-400": (char, seq), ...}: the finished pair's teacher-forced accuracy by reference length on the
+    strings it decoded (`benchmarks/teacher_forced.py`: each symbol predicted from the true ones before it, as
+    tensor2tensor's trainer evaluates), measured once per final checkpoint; {} for an unfinished pair or one
+    whose checkpoints are gone."""
+    if finished(task, model, args) is None:
+        return {}
+    run_dir = os.path.join(args.work_dir, run_name(task, model, args))
+    path = os.path.join(run_dir, f"teacher_forced_{args.num_samples}.txt")
+    if f"/ckpt-{steps_for(task, args)}," not in _read(path).partition("\n")[0]:
+        if os.path.exists(path):
+            os.remove(path)  # Measured at an earlier checkpoint: the run has trained on since.
+        if not os.path.exists(os.path.join(run_dir, "checkpoint")):
+            return {}
+        common.run_python(TEACHER_FORCED, f"--output_dir={run_dir}", "--split=eval",
+                          f"--num_samples={args.num_samples}", log=path, threads=1 if args.jobs > 1 else 0,
+                          name="teacher_forced.py")
+    return length_buckets(_read(path))
 
 
 def _read(path):
@@ -255,18 +278,21 @@ def seed_summary(results, args):
     by_pair = {}
     for key, (char, seq, _, _) in results.items():
         task, model, seed = _keys(key)
-        far = length_buckets(_log_of(task, model, with_seed(args, seed))).get(SHOWN_BUCKETS[-1])
-        by_pair.setdefault((task, model), []).append((seed, char, seq, far))
+        seed_args = with_seed(args, seed)
+        far = length_buckets(_log_of(task, model, seed_args)).get(SHOWN_BUCKETS[-1])
+        forced = teacher_forced(task, model, seed_args).get(SHOWN_BUCKETS[-1])
+        by_pair.setdefault((task, model), []).append((seed, char, seq, far, forced))
     if all(len(runs) == 1 for runs in by_pair.values()):
         return ""
     rows = []
     for (task, model), runs in by_pair.items():
-        far = [r[3][0] for r in runs if r[3] is not None]
+        far, forced = ([r[i][0] for r in runs if r[i] is not None] for i in (3, 4))
         rows.append([TASKS[task], model, ",".join(str(r[0]) for r in sorted(runs)),
-                     common.spread(far) if far else "", common.spread([r[1] for r in runs]),
-                     common.spread([r[2] for r in runs])])
-    return common.markdown_table(["task", "model", "seeds", f"char acc, length {SHOWN_BUCKETS[-1]}", "char acc",
-                                  "seq acc"], rows, align="llrrrr")
+                     common.spread(far) if far else "", common.spread(forced) if forced else "",
+                     common.spread([r[1] for r in runs]), common.spread([r[2] for r in runs])])
+    return common.markdown_table(["task", "model", "seeds", f"char acc, length {SHOWN_BUCKETS[-1]}",
+                                  f"teacher-forced, {SHOWN_BUCKETS[-1]}", "char acc", "seq acc"], rows,
+                                 align="llrrrrr")
 
 
 def _steps_text(tasks, args):
@@ -287,10 +313,13 @@ def report(results, args, seconds, unfinished=()):
         paper = PAPER.get(model.replace("_rel", "").replace("adaptive_", ""), {}).get(task)
         buckets = _buckets_of(task, model, seed_args)
         shown = [f"{buckets[b][0]:.2f}" if b in buckets else "" for b in SHOWN_BUCKETS]
+        forced = teacher_forced(task, model, seed_args).get(SHOWN_BUCKETS[-1])
+        shown.append(f"{forced[0]:.2f}" if forced else "")
         rows.append([TASKS[task], model, str(seed), _training_accuracy(task, model, seed_args), *shown,
                      f"{char:.2f}", f"{seq:.2f}", f"{paper[0]:.2f} / {paper[1]:.2f}" if paper else "",
                      "" if ponder is None else f"{ponder:.2f}", f"{took / 60:.1f}"])
-    headers = ["task", "model", "seed", "train acc", *(f"char acc, length {b}" for b in SHOWN_BUCKETS), "char acc",
+    headers = ["task", "model", "seed", "train acc", *(f"char acc, length {b}" for b in SHOWN_BUCKETS),
+               f"teacher-forced, {SHOWN_BUCKETS[-1]}", "char acc",
                "seq acc", "paper (char / seq)", "ponder (enc.)", "minutes"]
     offsets = getattr(args, "offsets", "none")
     if offsets == "none":
@@ -315,12 +344,14 @@ def report(results, args, seconds, unfinished=()):
         f"Train on decimal strings of length <= 40 for {_steps_text(tasks, args)} with the `*_cpu` sets (width 64, "
         f"the UTs pre-norm), decode the first {args.num_samples} evaluation strings (length 1-400) greedily: char and "
         "seq accuracy over all of them, and char accuracy of those of lengths 11-40 (inside the training lengths) "
-        f"and 201-400; {args.jobs} pair(s) at a time"
+        "and 201-400; teacher-forced: char accuracy at 201-400 with each symbol predicted from the true ones before "
+        "it (tensor2tensor's evaluation metric, `benchmarks/teacher_forced.py`); "
+        f"{args.jobs} pair(s) at a time"
         f"{', each on one TensorFlow thread' if args.jobs > 1 else ''}; minutes: the pair's wall time (training "
         "over all the invocations that trained it, and the last decoding). The paper's "
         "rows are its base-size models trained to convergence: a reference for the trend, not a like-for-like "
         "comparison." + offsets_note, "",
-        common.markdown_table(headers, rows, align="llrrrrrrrrr")] + (
+        common.markdown_table(headers, rows, align="llr" + "r" * (len(headers) - 3))] + (
             ["", "Over seeds (mean +- sample std):", "", summary] if summary else []) + ([
             "", "Not finished (resumable; their latest checkpoints): " + ", ".join(
                 f"{TASKS[key[0]]} / {key[1]} seed {_keys(key)[2]} at step "
@@ -345,6 +376,8 @@ def record_rows(results, args):
             "hparams": overrides_of(model, args),
             "num_samples": args.num_samples, "train_accuracy": float(train_accuracy) if train_accuracy else None,
             "buckets": {name: {"char": c, "seq": q} for name, (c, q) in _buckets_of(task, model, seed_args).items()},
+            "teacher_forced_buckets": {name: {"char": c, "seq": q}
+                                       for name, (c, q) in teacher_forced(task, model, seed_args).items()},
             "char_accuracy": char, "seq_accuracy": seq, "ponder_time": ponder, "minutes": round(took / 60, 1),
             **common.provenance(seed=seed)})
     return rows

@@ -45,11 +45,12 @@ def test_length_generalisation_report_puts_paper_rows_beside_ours(tmp_path):
                ("addition", "transformer"): (0.1, 0.0, 60.0, None)}
     text = length_generalisation.report(results, args, 180.0)
     table = text.split("Training-batch token accuracy")[0].strip().splitlines()[-4:]
-    # The last training batch's accuracy, then the decoded accuracy by length and overall, the paper, ponder time.
-    assert [c.strip() for c in table[2].split("|")[3:11]] == ["1", "0.99", "0.14", "0.01", "0.03", "0.00",
+    # The last training batch's accuracy, then the decoded accuracy by length and overall, the paper, ponder time
+    # (teacher-forced accuracy only for finished runs, which have a checkpoint to measure).
+    assert [c.strip() for c in table[2].split("|")[3:12]] == ["1", "0.99", "0.14", "0.01", "", "0.03", "0.00",
                                                              "0.96 / 0.46", "8.00"]
     # No log for this pair: the log's cells stay empty; the paper's Transformer addition row is 0.07 / 0.00.
-    assert [c.strip() for c in table[3].split("|")[3:10]] == ["1", "", "", "", "0.10", "0.00", "0.07 / 0.00"]
+    assert [c.strip() for c in table[3].split("|")[3:11]] == ["1", "", "", "", "", "0.10", "0.00", "0.07 / 0.00"]
 
 
 def test_length_generalisation_seeds_and_offsets_have_runs_of_their_own(tmp_path):
@@ -84,17 +85,47 @@ def test_length_generalisation_seeds_and_offsets_have_runs_of_their_own(tmp_path
             length_generalisation.offsets_setting(bad, "transformer")
     with pytest.raises(SystemExit, match="Universal Transformers"):
         length_generalisation.offsets_setting("step", "transformer")
-    for seed, far in ((1, 0.9), (2, 0.7)):
+    for seed, far, forced in ((1, 0.9, 0.95), (2, 0.7, 0.85)):
         log = _DECODER_OUTPUT.replace("0.0148", str(far))
-        (tmp_path / (name("reverse", "universal_transformer", args, seed=seed) + ".log")).write_text(log)
+        run = tmp_path / name("reverse", "universal_transformer", args, seed=seed)
+        (tmp_path / (run.name + ".log")).write_text(log)
+        # A finished pair's teacher-forced accuracy is measured once, at its last checkpoint, and then read.
+        run.mkdir()
+        (run / "result.json").write_text(json.dumps({"setting": {"train_steps": 10, "num_samples": 100},
+                                                     "result": [0.5, 0.1, 60.0, None]}))
+        (run / "teacher_forced_100.txt").write_text(f"teacher-forced, {run}/ckpt-10, eval split\n"
+                                                    + _DECODER_OUTPUT.replace("0.0148", str(forced)))
     results = {("reverse", "universal_transformer", 1): (0.5, 0.1, 60.0, None),
                ("reverse", "universal_transformer", 2): (0.3, 0.0, 60.0, None)}
     text = length_generalisation.report(results, args, 120.0)
     assert "`--offsets=shared:400`" in text
     summary = text.split("Over seeds")[1].splitlines()[4]
-    assert [c.strip() for c in summary.split("|")[1:7]] == [
-        "reverse", "universal_transformer", "1,2", "0.80 +- 0.14 (2 seeds)", "0.40 +- 0.14 (2 seeds)",
-        "0.05 +- 0.07 (2 seeds)"]
+    assert [c.strip() for c in summary.split("|")[1:8]] == [
+        "reverse", "universal_transformer", "1,2", "0.80 +- 0.14 (2 seeds)", "0.90 +- 0.07 (2 seeds)",
+        "0.40 +- 0.14 (2 seeds)", "0.05 +- 0.07 (2 seeds)"]
+    first_row = text.split("Over seeds")[0].strip().splitlines()[-2]
+    assert [c.strip() for c in first_row.split("|")[5:8]] == ["0.14", "0.90", "0.95"]
+
+
+def test_teacher_forced_predicts_each_symbol_from_the_true_ones_before_it():
+    """benchmarks/teacher_forced.py, tensor2tensor's evaluation metric beside the decoded accuracy: one prediction
+    per reference symbol (EOS and padding left out), the same for an example batched with longer ones as alone."""
+    import keras  # pylint: disable=import-outside-toplevel
+
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.training import trainer  # pylint: disable=import-outside-toplevel
+
+    teacher_forced = _load("teacher_forced")
+    keras.utils.set_random_seed(3)
+    problem = registry.problem("algorithmic_reverse_decimal40")
+    model = trainer.build_model(registry.hparams("transformer_cpu"), problem)
+    hypotheses, references = teacher_forced.predictions(model, problem, "eval", 4, batch_size=4)
+    examples = list(problem.dataset("eval").take(4).as_numpy_iterator())
+    assert len({len(e["targets"]) for e in examples}) > 1  # Padded in the batch.
+    assert references == [e["targets"][:-1].tolist() for e in examples]
+    for example, hypothesis in zip(examples, hypotheses):
+        alone = model({k: v[None] for k, v in example.items()}, training=False)
+        assert hypothesis == np.argmax(np.asarray(alone)[0], -1)[:-1].tolist()
 
 
 def test_length_generalisation_writes_the_section_it_is_given(tmp_path, monkeypatch):
@@ -252,6 +283,8 @@ def test_length_generalisation_report_only_trains_nothing_and_names_unfinished_p
                                                   "result": [0.205, 0.16, 2643.4, None]}))
     (tmp_path / "identity_transformer_rel.log").write_text("step 10000/10000  loss 0.1  accuracy 1  lr 0.01\n"
                                                            + _DECODER_OUTPUT)
+    (done / "teacher_forced_100.txt").write_text(f"teacher-forced, {done}/ckpt-10000, eval split\n"
+                                                 + _DECODER_OUTPUT.replace("0.0148", "0.5"))
     # Finished with other steps: not this table's; still training: its checkpoint says how far it got.
     other = tmp_path / "reverse_transformer_rel"
     other.mkdir()
@@ -276,14 +309,15 @@ def test_length_generalisation_report_only_trains_nothing_and_names_unfinished_p
     assert (row["task"], row["model"], row["train_steps"], row["seed"]) == ("copy", "transformer_rel", 10000, 1)
     assert row["buckets"] == {"1-10": {"char": 0.2727, "seq": 0.1}, "11-40": {"char": 0.1399, "seq": 0.0},
                               "201-400": {"char": 0.0148, "seq": 0.0}}
+    assert row["teacher_forced_buckets"]["201-400"] == {"char": 0.5, "seq": 0.0}
     assert ((row["char_accuracy"], row["seq_accuracy"], row["train_accuracy"], row["minutes"])
             == (0.205, 0.16, 1.0, 44.1))
     assert row["date"] and row["code"] and row["command"] and row["machine"]
     results, curves = table.split("Not finished")
     rows = [line for line in results.splitlines() if line.startswith("| copy") or line.startswith("| reverse")]
     assert len(rows) == 1  # The finished pair only: training accuracy, 11-40, 201-400, char, seq, the paper's.
-    assert [c.strip() for c in rows[0].split("|")[2:10]] == ["transformer_rel", "1", "1.00", "0.14", "0.01", "0.20",
-                                                             "0.16", "0.53 / 0.03"]
+    assert [c.strip() for c in rows[0].split("|")[2:11]] == ["transformer_rel", "1", "1.00", "0.14", "0.01", "0.50",
+                                                             "0.20", "0.16", "0.53 / 0.03"]
     assert ("Not finished (resumable; their latest checkpoints): copy / universal_transformer_rel seed 1 at step 0 "
             "of 10000, reverse / transformer_rel seed 1 at step 1000 of 10000, reverse / universal_transformer_rel "
             "seed 1 at step 0 of 10000.") in table
