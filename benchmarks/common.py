@@ -291,7 +291,7 @@ def event_scalars(folder, tag):
     return values
 
 
-def _run_seconds(run_dir):
+def run_seconds(run_dir):
     """A run's training seconds so far, over all its invocations (file `train_seconds` in its directory)."""
     path = os.path.join(run_dir, "train_seconds")
     if not os.path.exists(path):
@@ -300,7 +300,7 @@ def _run_seconds(run_dir):
         return float(f.read())
 
 
-def _write_run_seconds(run_dir, total):
+def write_run_seconds(run_dir, total):
     path = os.path.join(run_dir, "train_seconds")
     os.makedirs(run_dir, exist_ok=True)
     with open(path + ".tmp", "w", encoding="utf-8") as f:
@@ -321,7 +321,7 @@ class RunClock:
         self._earlier = self._began = None
 
     def __enter__(self):
-        self._earlier, self._began = _run_seconds(self.run_dir), time.perf_counter()
+        self._earlier, self._began = run_seconds(self.run_dir), time.perf_counter()
         self._thread.start()
         return self
 
@@ -331,7 +331,7 @@ class RunClock:
 
     def _record(self):
         total = self._earlier + time.perf_counter() - self._began
-        _write_run_seconds(self.run_dir, total)
+        write_run_seconds(self.run_dir, total)
         return total
 
     def __exit__(self, *exc_info):

@@ -27,6 +27,7 @@ import concurrent.futures
 import json
 import os
 import re
+import shutil
 import sys
 import time
 
@@ -99,6 +100,25 @@ def offsets_setting(text, model):
     return overrides.format(n=n), suffix.format(n=n)
 
 
+def warmup_of(model, args):
+    """(args of the pair's warm-up run, its steps), or None without `--offsets_warmup` or for a relative model.
+
+    `--offsets_warmup OFFSETS@STEPS` (e.g. `shared:40@6000`) trains the first STEPS steps with OFFSETS: the run of
+    `--offsets OFFSETS --train_steps STEPS`, reused where it exists. The pair's own run continues a copy of it at
+    step STEPS with `--offsets`: a curriculum over the offsets' range (ours; the paper draws from one range).
+    """
+    text = getattr(args, "offsets_warmup", None)
+    if not text:
+        return None
+    offsets, at, steps = text.partition("@")
+    if not at or not steps.isdigit() or int(steps) < 1 or getattr(args, "offsets", "none") == "none":
+        raise SystemExit(f"error: --offsets_warmup={text}: give OFFSETS@STEPS (e.g. shared:40@6000) beside "
+                         "--offsets, the range it widens to")
+    if not offsets_setting(offsets, model)[0]:
+        return None
+    return argparse.Namespace(**{**vars(args), "offsets": offsets, "offsets_warmup": None}), int(steps)
+
+
 def _entries(text, separator, names):
     """`text` split at `separator` into plain entries and {name: [values]} of its `name:value` entries, `name`
     one of `names` (`--hparams` and `--train_steps` both take entries for one model or task beside plain ones)."""
@@ -129,7 +149,12 @@ def run_name(task, model, args, seed=None):
     """The pair's run directory name: seed 1 without offsets or overrides keeps the name of the runs before seeds."""
     seed = getattr(args, "seed", 1) if seed is None else seed
     extra = hparams_for(model, args)
-    return (f"{task}_{model}" + offsets_setting(getattr(args, "offsets", "none"), model)[1]
+    offsets = offsets_setting(getattr(args, "offsets", "none"), model)[1]
+    warmup = warmup_of(model, args)
+    if warmup:  # e.g. _offsets_shared40_to_shared400_at6000
+        offsets = (offsets_setting(warmup[0].offsets, model)[1] + "_to" + offsets.replace("_offsets", "")
+                   + f"_at{warmup[1]}")
+    return (f"{task}_{model}" + offsets
             + ("_" + re.sub(r"[^A-Za-z0-9._]+", "-", extra) if extra else "") + (f"_s{seed}" if seed != 1 else ""))
 
 
@@ -187,17 +212,9 @@ def run_one(task, model, args):
     if previous is not None:
         return previous
     threads = 1 if args.jobs > 1 else 0
-    steps = steps_for(task, args)
-    # Checkpoints every 1000 steps: a run stopped midway resumes (raising --train_steps continues it too), and
-    # its training time is the total over the invocations that trained it.
-    overrides = overrides_of(model, args)
+    start_after_warmup(task, model, args, run_dir, threads)
     with common.RunClock(run_dir) as clock:
-        trained = common.run_cli(
-            "trainer", f"--problem=algorithmic_{task}_decimal40", f"--hparams_set={MODELS[model]}",
-            *([f"--hparams={overrides}"] if overrides else []),
-            f"--output_dir={run_dir}", f"--train_steps={steps}", "--eval_steps=4",
-            f"--checkpoint_every={min(1000, steps)}", "--log_every=500",
-            f"--seed={getattr(args, 'seed', 1)}", log=log, threads=threads)
+        trained = _train(task, model, args, run_dir, steps_for(task, args), threads)
     began = time.perf_counter()
     decoded = common.run_cli(
         "decoder", f"--output_dir={run_dir}", "--decode_split=eval",
@@ -210,6 +227,55 @@ def run_one(task, model, args):
         json.dump({"setting": _setting(task, args), "result": result}, f)
     teacher_forced(task, model, args)
     return result
+
+
+def _train(task, model, args, run_dir, steps, threads):
+    """Trains (or resumes) the pair's run in `run_dir` to `steps`; the trainer's output.
+
+    Checkpoints every 1000 steps: a run stopped midway resumes (raising --train_steps continues it too)."""
+    overrides = overrides_of(model, args)
+    return common.run_cli(
+        "trainer", f"--problem=algorithmic_{task}_decimal40", f"--hparams_set={MODELS[model]}",
+        *([f"--hparams={overrides}"] if overrides else []),
+        f"--output_dir={run_dir}", f"--train_steps={steps}", "--eval_steps=4",
+        f"--checkpoint_every={min(1000, steps)}", "--log_every=500",
+        f"--seed={getattr(args, 'seed', 1)}", log=run_dir + ".log", threads=threads)
+
+
+# The offsets' hparams where no --offsets sets them (hparams/defaults.py): a warm-up's are replaced whole.
+NO_OFFSETS = {"position_start_index": "none", "max_position_offset": 0, "position_offset_shared": False}
+
+
+def start_after_warmup(task, model, args, run_dir, threads):
+    """Before a pair's first step with `--offsets_warmup`: its warm-up run, trained to its steps (or found
+    there), is copied at that step into `run_dir` (weights, Adam state, step), with `--offsets`'s hparams in
+    its stored hparams.json and its training time so far (prorated to that step) carried over."""
+    warmup = warmup_of(model, args)
+    if warmup is None or os.path.exists(os.path.join(run_dir, "checkpoint")):
+        return
+    first, steps = warmup
+    first_dir = os.path.join(args.work_dir, run_name(task, model, first))
+    prefix = f"ckpt-{steps}"
+    if not os.path.exists(os.path.join(first_dir, prefix + ".index")):
+        with common.RunClock(first_dir):
+            _train(task, model, first, first_dir, steps, threads)
+    os.makedirs(run_dir, exist_ok=True)
+    for name in os.listdir(first_dir):
+        if name.startswith(prefix + "."):
+            shutil.copy(os.path.join(first_dir, name), run_dir)
+    with open(os.path.join(first_dir, "hparams.json"), encoding="utf-8") as f:
+        stored = json.load(f)
+    stored["hparams"].update(NO_OFFSETS)
+    for item in filter(None, offsets_setting(args.offsets, model)[0].split(",")):
+        name, _, value = item.partition("=")
+        stored["hparams"][name] = int(value) if value.isdigit() else value == "true" if value in (
+            "true", "false") else value
+    with open(os.path.join(run_dir, "hparams.json"), "w", encoding="utf-8") as f:
+        json.dump(stored, f, indent=1)
+    seconds = common.run_seconds(first_dir) * steps / max(steps, checkpoint_step(task, model, first))
+    common.write_run_seconds(run_dir, seconds)
+    with open(os.path.join(run_dir, "checkpoint"), "w", encoding="utf-8") as f:  # Last: the copy is whole.
+        f.write(f'model_checkpoint_path: "{prefix}"\nall_model_checkpoint_paths: "{prefix}"\n')
 
 
 def teacher_forced(task, model, args):
@@ -259,7 +325,12 @@ def training_curve(task, model, args):
 
     The progress lines reach the pair's log only when the trainer ends; the events show a run still training.
     """
-    return common.event_scalars(os.path.join(args.work_dir, run_name(task, model, args), "train"), "accuracy")
+    curve = common.event_scalars(os.path.join(args.work_dir, run_name(task, model, args), "train"), "accuracy")
+    warmup = warmup_of(model, args)
+    if warmup:  # The steps before the copy are the warm-up run's.
+        before = training_curve(task, model, warmup[0])
+        curve = {**{step: v for step, v in before.items() if step <= warmup[1]}, **curve}
+    return curve
 
 
 def curve_table(pairs, args, steps):
@@ -329,6 +400,10 @@ def report(results, args, seconds, unfinished=()):
         offsets_note = (f" Trained with position offsets `--offsets={offsets}` (hparams "
                         f"`{offsets_hparams.format(n=offsets.partition(':')[2])}`"
                         "; relative models do not read them).")
+    if getattr(args, "offsets_warmup", None):
+        offsets_note += (f" The first {args.offsets_warmup.partition('@')[2]} steps with "
+                         f"`--offsets={args.offsets_warmup.partition('@')[0]}` (`--offsets_warmup`: a curriculum "
+                         "over the offsets' range, not the paper's protocol).")
     for model in dict.fromkeys(_keys(key)[1] for key in [*results, *unfinished]):
         if hparams_for(model, args):
             offsets_note += f" {model} with `{hparams_for(model, args)}`."
@@ -413,6 +488,9 @@ def main(argv=None):
     parser.add_argument("--offsets", default="none", help="position offsets in training: none, "
                         "random (tensor2tensor's), random:N, shared:N (one offset in [0, N) per batch for the "
                         "encoder, decoder and every step) or step")
+    parser.add_argument("--offsets_warmup", help="OFFSETS@STEPS, e.g. shared:40@6000: train the first STEPS steps "
+                        "with OFFSETS (that run is reused where it exists), then go on with --offsets (a curriculum "
+                        "over the offsets' range; ours, not the paper's)")
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
     os.makedirs(args.work_dir, exist_ok=True)
@@ -422,7 +500,10 @@ def main(argv=None):
             for seed in seeds]
     for task, model, _ in runs:  # Refuses a setting a pair cannot take before anything runs.
         offsets_setting(args.offsets, model)
-        steps_for(task, args)
+        warmup = warmup_of(model, args)
+        if warmup and warmup[1] >= steps_for(task, args):
+            raise SystemExit(f"error: --offsets_warmup={args.offsets_warmup}: {task} trains for "
+                             f"{steps_for(task, args)} steps in all, not more than the warm-up's {warmup[1]}")
     unfinished = []
     if args.report_only:
         found = {run: finished(*run[:2], with_seed(args, run[2])) for run in runs}

@@ -107,6 +107,47 @@ def test_length_generalisation_seeds_and_offsets_have_runs_of_their_own(tmp_path
     assert [c.strip() for c in first_row.split("|")[5:8]] == ["0.14", "0.90", "0.95"]
 
 
+def test_offsets_warmup_continues_a_copy_of_the_narrow_range_run_with_the_wide_range(tmp_path):
+    """--offsets_warmup shared:40@6000: the pair's run starts as a copy of the shared:40 run at step 6000 (weights,
+    Adam state, step, training time so far) with shared:400's hparams; relative models read no offsets."""
+    args = types.SimpleNamespace(work_dir=str(tmp_path), train_steps="12000", num_samples=100, jobs=2, seed=1,
+                                 offsets="shared:400", offsets_warmup="shared:40@6000", hparams="")
+    name = length_generalisation.run_name
+    assert name("reverse", "transformer", args) == "reverse_transformer_offsets_shared40_to_shared400_at6000"
+    assert name("reverse", "transformer_rel", args) == "reverse_transformer_rel"
+    first = tmp_path / "reverse_transformer_offsets_shared40"  # Trained to 8000: ckpt-6000 is copied.
+    first.mkdir()
+    for step in (6000, 8000):
+        (first / f"ckpt-{step}.index").write_text(str(step))
+        (first / f"ckpt-{step}.data-00000-of-00001").write_text(str(step))
+    (first / "checkpoint").write_text('model_checkpoint_path: "ckpt-8000"\n')
+    (first / "train_seconds").write_text("800.0\n")
+    (first / "hparams.json").write_text(json.dumps({"hparams": {
+        "position_start_index": "random", "max_position_offset": 40, "position_offset_shared": True,
+        "hidden_size": 64}, "problem": "algorithmic_reverse_decimal40"}))
+    run = tmp_path / name("reverse", "transformer", args)
+    length_generalisation.start_after_warmup("reverse", "transformer", args, str(run), threads=1)
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint", "ckpt-6000.data-00000-of-00001",
+                                                     "ckpt-6000.index", "hparams.json", "train_seconds"]
+    assert (run / "ckpt-6000.index").read_text() == "6000"
+    assert 'model_checkpoint_path: "ckpt-6000"' in (run / "checkpoint").read_text()
+    stored = json.loads((run / "hparams.json").read_text())
+    assert stored["hparams"] == {"position_start_index": "random", "max_position_offset": 400,
+                                 "position_offset_shared": True, "hidden_size": 64}
+    assert float((run / "train_seconds").read_text()) == 600.0  # 800 s for 8000 steps, prorated to 6000.
+    (run / "ckpt-6000.index").write_text("trained on")  # Once copied, never again: the run resumes itself.
+    length_generalisation.start_after_warmup("reverse", "transformer", args, str(run), threads=1)
+    assert (run / "ckpt-6000.index").read_text() == "trained on"
+    for bad in ("shared:40", "shared:40@x"):
+        with pytest.raises(SystemExit, match="--offsets_warmup"):
+            length_generalisation.warmup_of("transformer", types.SimpleNamespace(offsets="shared:400",
+                                                                                 offsets_warmup=bad))
+    with pytest.raises(SystemExit, match="not more than the warm-up's 6000"):
+        length_generalisation.main(["--tasks", "reverse", "--models", "transformer", "--offsets", "shared:400",
+                                    "--offsets_warmup", "shared:40@6000", "--train_steps", "6000",
+                                    "--work_dir", str(tmp_path), "--report_only"])
+
+
 def test_teacher_forced_predicts_each_symbol_from_the_true_ones_before_it():
     """benchmarks/teacher_forced.py, tensor2tensor's evaluation metric beside the decoded accuracy: one prediction
     per reference symbol (EOS and padding left out), the same for an example batched with longer ones as alone."""
