@@ -449,6 +449,7 @@ def record_rows(results, args):
         rows.append({
             "task": TASKS[task], "model": model, "hparams_set": MODELS[model], "train_steps": steps_for(task, args),
             "hparams": overrides_of(model, args),
+            **({"offsets_warmup": args.offsets_warmup} if warmup_of(model, args) else {}),
             "num_samples": args.num_samples, "train_accuracy": float(train_accuracy) if train_accuracy else None,
             "buckets": {name: {"char": c, "seq": q} for name, (c, q) in _buckets_of(task, model, seed_args).items()},
             "teacher_forced_buckets": {name: {"char": c, "seq": q}

@@ -66,7 +66,7 @@ def _save(fig, path):
 
 # -- length generalisation ----------------------------------------------------------------------------------
 def _setting(row):
-    return row["train_steps"], row.get("hparams", "")
+    return row["train_steps"], row.get("hparams", ""), row.get("offsets_warmup")
 
 
 def length_rows(rows):
@@ -100,6 +100,9 @@ def length_label(row):
     limit = re.search(r"max_position_offset=(\d+)", hparams)
     offsets = ("" if "position_start_index" not in hparams else
                f" + offsets in [0, {limit.group(1)})" if limit else " + offsets")
+    warmup = re.fullmatch(r"\w+:(\d+)@(\d+)", row.get("offsets_warmup") or "")
+    if warmup and limit:  # A curriculum: the first steps with a narrower range.
+        offsets = f" + offsets in [0, {warmup.group(1)}) for {warmup.group(2)} steps, then [0, {limit.group(1)})"
     offsets += " (pre-norm)" if "norm_position=pre" in hparams and not row["model"].startswith(
         ("universal", "adaptive")) else ""
     seeds = row["seeds"]
