@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/length_generalisation.py [--tasks identity,reverse,addition]
         [--models transformer,transformer_rel,...] [--train_steps 3000[,task:N...]] [--num_samples 200] [--report_only]
-        [--seeds 1,2] [--offsets none|random|random:400|shared:400|step] [--hparams [model:]overrides[;...]]
-        [--write] [--record]
+        [--seeds 1,2] [--offsets none|random|random:400|shared:400|step] [--offsets_warmup shared:40@6000]
+        [--hparams [model:]overrides[;...]] [--write] [--record]
 
 Each (task, model) pair trains with `t2t-relpos-trainer` on decimal strings of length <= 40
 (`algorithmic_<task>_decimal40`) for the same number of steps, then `t2t-relpos-decoder --decode_split=eval`
@@ -12,7 +12,10 @@ sequence accuracy. `--offsets` trains with position offsets (`position_start_ind
 offsets): "random" is tensor2tensor's (an offset in [0, the batch's length) drawn anew for the encoder, the
 decoder and every recurrent step), "random:N" the same in [0, N), "shared:N" one offset in [0, N) per batch for
 all of them, "step" tensor2tensor's step-wise offsets (Universal Transformers only). Relative models do not read
-offsets and train as without them. `--seeds` trains each pair with each seed; the table then gives every seed's
+offsets and train as without them. `--offsets_warmup OFFSETS@STEPS` trains the first STEPS steps with OFFSETS and
+the rest with `--offsets` (a curriculum over the offsets' range; ours, not the paper's). Beside the decoded
+accuracy, each finished pair's teacher-forced accuracy by length is measured (`benchmarks/teacher_forced.py`,
+tensor2tensor's evaluation metric). `--seeds` trains each pair with each seed; the table then gives every seed's
 row and the mean +- std over seeds. Runs live in `--work_dir` (kept: a finished pair's `result.json` is reused
 when its steps and samples match; an unfinished one resumes from its checkpoint). `--jobs 2` runs two pairs at
 once, each with TensorFlow on one thread (a core each on a two-core machine). `--report_only` trains nothing: it
