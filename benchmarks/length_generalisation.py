@@ -245,8 +245,8 @@ def _train(task, model, args, run_dir, steps, threads):
         f"--seed={getattr(args, 'seed', 1)}", log=run_dir + ".log", threads=threads)
 
 
-# The offsets' hparams where no --offsets sets them (hparams/defaults.py): a warm-up's are replaced whole.
-NO_OFFSETS = {"position_start_index": "none", "max_position_offset": 0, "position_offset_shared": False}
+# The hparams an --offsets setting decides: a warm-up's are replaced whole by the continuation's.
+OFFSET_HPARAMS = ("position_start_index", "max_position_offset", "position_offset_shared")
 
 
 def start_after_warmup(task, model, args, run_dir, threads):
@@ -268,11 +268,10 @@ def start_after_warmup(task, model, args, run_dir, threads):
             shutil.copy(os.path.join(first_dir, name), run_dir)
     with open(os.path.join(first_dir, "hparams.json"), encoding="utf-8") as f:
         stored = json.load(f)
-    stored["hparams"].update(NO_OFFSETS)
-    for item in filter(None, offsets_setting(args.offsets, model)[0].split(",")):
-        name, _, value = item.partition("=")
-        stored["hparams"][name] = int(value) if value.isdigit() else value == "true" if value in (
-            "true", "false") else value
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel  # Only here: the hparams parser.
+
+    offsets = registry.hparams(MODELS[model]).parse(offsets_setting(args.offsets, model)[0])
+    stored["hparams"].update({name: offsets.get(name) for name in OFFSET_HPARAMS})
     with open(os.path.join(run_dir, "hparams.json"), "w", encoding="utf-8") as f:
         json.dump(stored, f, indent=1)
     seconds = common.run_seconds(first_dir) * steps / max(steps, checkpoint_step(task, model, first))
