@@ -289,15 +289,51 @@ def teacher_forced(task, model, args):
         return {}
     run_dir = os.path.join(args.work_dir, run_name(task, model, args))
     path = os.path.join(run_dir, f"teacher_forced_{args.num_samples}.txt")
-    if f"/ckpt-{steps_for(task, args)}," not in _read(path).partition("\n")[0]:
+    cached = _read(path)
+    if (f"/ckpt-{steps_for(task, args)}," not in cached.partition("\n")[0]
+            or (task == "addition" and "by digit kind:" not in cached)):
         if os.path.exists(path):
-            os.remove(path)  # Measured at an earlier checkpoint: the run has trained on since.
+            os.remove(path)  # Measured at an earlier checkpoint (the run has trained on since), or without kinds.
         if not os.path.exists(os.path.join(run_dir, "checkpoint")):
             return {}
         common.run_python(TEACHER_FORCED, f"--output_dir={run_dir}", "--split=eval",
-                          f"--num_samples={args.num_samples}", log=path, threads=1 if args.jobs > 1 else 0,
-                          name="teacher_forced.py")
+                          f"--num_samples={args.num_samples}", *(["--digit_kinds"] if task == "addition" else []),
+                          log=path, threads=1 if args.jobs > 1 else 0, name="teacher_forced.py")
     return length_buckets(_read(path))
+
+
+# teacher_forced.py --digit_kinds: a bucket's accuracy by what the sum's digits need.
+DIGIT_KINDS = re.compile(r"^\s+reference length\s+(\d+-\d+)\s+(both operands .*)$", re.M)
+DIGIT_KIND = re.compile(r"(both operands|one operand|final carry) ([0-9.]+)")
+
+
+def digit_kinds(task, model, args):
+    """{"201-400": {"both operands": 0.10, "one operand": 0.99, ...}, ...}: a finished addition pair's
+    teacher-forced accuracy by reference length and by the operands each digit of the sum needs."""
+    teacher_forced(task, model, args)  # Measures it where it is not cached yet.
+    text = _read(os.path.join(args.work_dir, run_name(task, model, args), f"teacher_forced_{args.num_samples}.txt"))
+    return {bucket: {kind: float(value) for kind, value in DIGIT_KIND.findall(cells)}
+            for bucket, cells in DIGIT_KINDS.findall(text)}
+
+
+def digit_kind_table(results, args):
+    """Per finished addition pair, teacher-forced accuracy of the digits that need both operands and of those
+    that need one, inside the training lengths and at the longest (a table), or "" without addition pairs."""
+    rows = []
+    for key in results:
+        task, model, seed = _keys(key)
+        if task != "addition":
+            continue
+        kinds = digit_kinds(task, model, with_seed(args, seed))
+        if kinds:
+            rows.append([TASKS[task], model, str(seed)] + [
+                f"{kinds[b][k]:.2f}" if k in kinds.get(b, {}) else ""
+                for b in SHOWN_BUCKETS for k in ("both operands", "one operand")])
+    if not rows:
+        return ""
+    return common.markdown_table(["task", "model", "seed"] + [f"{k}, {b}" for b in SHOWN_BUCKETS
+                                                              for k in ("both operands", "one operand")],
+                                 rows, align="llr" + "r" * 4)
 
 
 def _read(path):
@@ -410,6 +446,7 @@ def report(results, args, seconds, unfinished=()):
         if hparams_for(model, args):
             offsets_note += f" {model} with `{hparams_for(model, args)}`."
     summary = seed_summary(results, args)
+    kind_table = digit_kind_table(results, args)
     return "\n".join([
         "## " + (getattr(args, "title", None) or "Length generalisation (UT paper, Table 4 protocol)"), "",
         f"`{common.command_line()}` — {common.today()}, " + (
@@ -429,7 +466,11 @@ def report(results, args, seconds, unfinished=()):
         "rows are its base-size models trained to convergence: a reference for the trend, not a like-for-like "
         "comparison." + offsets_note, "",
         common.markdown_table(headers, rows, align="llr" + "r" * (len(headers) - 3))] + (
-            ["", "Over seeds (mean +- sample std):", "", summary] if summary else []) + ([
+            ["", "Over seeds (mean +- sample std):", "", summary] if summary else []) + (
+            ["", "Addition, teacher-forced, by what the sum's digits need: both operands (digit i, below the shorter "
+             "operand's length) or one (the longer operand's other digits, with a carry at most; a model that copies "
+             "the longer operand gets these right, and they are 73% of the digits at 201-400):", "", kind_table]
+            if kind_table else []) + ([
             "", "Not finished (resumable; their latest checkpoints): " + ", ".join(
                 f"{TASKS[key[0]]} / {key[1]} seed {_keys(key)[2]} at step "
                 f"{checkpoint_step(key[0], key[1], with_seed(args, _keys(key)[2]))} of {steps_for(key[0], args)}"
@@ -456,6 +497,7 @@ def record_rows(results, args):
             "buckets": {name: {"char": c, "seq": q} for name, (c, q) in _buckets_of(task, model, seed_args).items()},
             "teacher_forced_buckets": {name: {"char": c, "seq": q}
                                        for name, (c, q) in teacher_forced(task, model, seed_args).items()},
+            **({"teacher_forced_digit_kinds": digit_kinds(task, model, seed_args)} if task == "addition" else {}),
             "char_accuracy": char, "seq_accuracy": seq, "ponder_time": ponder, "minutes": round(took / 60, 1),
             **common.provenance(seed=seed)})
     return rows

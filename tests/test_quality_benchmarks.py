@@ -107,6 +107,31 @@ def test_length_generalisation_seeds_and_offsets_have_runs_of_their_own(tmp_path
     assert [c.strip() for c in first_row.split("|")[5:8]] == ["0.14", "0.90", "0.95"]
 
 
+def test_length_generalisation_splits_addition_by_the_operands_each_digit_needs(tmp_path):
+    """An addition pair's teacher-forced accuracy by digit kind (cached with its teacher-forced figures) gets a
+    table of its own: a model that copies the longer operand scores on "one operand" only."""
+    args = types.SimpleNamespace(work_dir=str(tmp_path), train_steps=10, num_samples=100, jobs=2)
+    run = tmp_path / "addition_transformer"
+    run.mkdir()
+    (tmp_path / "addition_transformer.log").write_text(_DECODER_OUTPUT)
+    (run / "result.json").write_text(json.dumps({"setting": {"train_steps": 10, "num_samples": 100},
+                                                 "result": [0.1, 0.0, 60.0, None]}))
+    (run / "teacher_forced_100.txt").write_text(
+        f"teacher-forced, {run}/ckpt-10, eval split\n" + _DECODER_OUTPUT + "by digit kind:\n"
+        "  reference length  11-40  both operands 0.10 (57% of digits), one operand 0.98 (43% of digits)\n"
+        "  reference length 201-400 both operands 0.09 (26% of digits), one operand 0.12 (74% of digits), "
+        "final carry 0.50 (0% of digits)\n")
+    text = length_generalisation.report({("addition", "transformer"): (0.1, 0.0, 60.0, None)}, args, 60.0)
+    row = text.split("by what the sum's digits need")[1].strip().splitlines()[4]
+    assert [c.strip() for c in row.split("|")[1:8]] == ["addition", "transformer", "1", "0.10", "0.98", "0.09", "0.12"]
+    assert length_generalisation.record_rows({("addition", "transformer"): (0.1, 0.0, 60.0, None)}, args)[0][
+        "teacher_forced_digit_kinds"]["201-400"] == {"both operands": 0.09, "one operand": 0.12, "final carry": 0.5}
+    # A cache from before the digit kinds is measured again (here: no checkpoint left, so nothing to show).
+    (run / "teacher_forced_100.txt").write_text(f"teacher-forced, {run}/ckpt-10, eval split\n" + _DECODER_OUTPUT)
+    assert length_generalisation.digit_kinds("addition", "transformer", args) == {}
+    assert not (run / "teacher_forced_100.txt").exists()
+
+
 def test_offsets_warmup_continues_a_copy_of_the_narrow_range_run_with_the_wide_range(tmp_path):
     """--offsets_warmup shared:40@6000: the pair's run starts as a copy of the shared:40 run at step 6000 (weights,
     Adam state, step, training time so far) with shared:400's hparams; relative models read no offsets."""
@@ -167,6 +192,27 @@ def test_teacher_forced_predicts_each_symbol_from_the_true_ones_before_it():
     for example, hypothesis in zip(examples, hypotheses):
         alone = model({k: v[None] for k, v in example.items()}, training=False)
         assert hypothesis == np.argmax(np.asarray(alone)[0], -1)[:-1].tolist()
+
+
+def test_teacher_forced_splits_an_addition_by_the_operands_each_digit_needs():
+    """--digit_kinds: a sum digit below the shorter operand's length needs both operands, the longer one's other
+    digits one, a final carry neither; a model that copies the longer operand scores on the second kind only."""
+    teacher_forced = _load("teacher_forced")
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+
+    problem = registry.problem("algorithmic_addition_decimal40")
+    encode = problem.feature_encoders()["inputs"].encode
+    separator = problem.base + 2
+    # Least-significant digit first: 29+3 is 92 + 3 = 95, written 59; 9+1 = 10, written 01; 7+123 = 7 + 321.
+    assert teacher_forced.digit_kinds(encode("29+3") + [1, 0], separator) == [0, 1, 2]
+    assert teacher_forced.digit_kinds(encode("9+1"), separator) == [0, 2]
+    assert teacher_forced.digit_kinds(encode("7+123"), separator) == [0, 1, 1, 2]
+    references = [encode("59"), encode("01"), encode("423")]
+    copies = [encode("29"), encode("99"), encode("723")]  # The longer operand, nothing added.
+    kinds = [teacher_forced.digit_kinds(encode(x), separator) for x in ("29+3", "9+1", "7+123")]
+    assert teacher_forced.digit_kind_lines(copies, references, kinds) == [
+        "  reference length   1-10  both operands 0.00 (43% of digits), one operand 1.00 (43% of digits), "
+        "final carry 0.00 (14% of digits)"]
 
 
 def test_length_generalisation_writes_the_section_it_is_given(tmp_path, monkeypatch):
