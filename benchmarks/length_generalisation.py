@@ -288,7 +288,7 @@ def teacher_forced(task, model, args):
     if finished(task, model, args) is None:
         return {}
     run_dir = os.path.join(args.work_dir, run_name(task, model, args))
-    path = os.path.join(run_dir, f"teacher_forced_{args.num_samples}.txt")
+    path = _teacher_forced_path(task, model, args)
     cached = _read(path)
     if (f"/ckpt-{steps_for(task, args)}," not in cached.partition("\n")[0]
             or (task == "addition" and "by digit kind:" not in cached)):
@@ -302,16 +302,22 @@ def teacher_forced(task, model, args):
     return length_buckets(_read(path))
 
 
-# teacher_forced.py --digit_kinds: a bucket's accuracy by what the sum's digits need.
+def _teacher_forced_path(task, model, args):
+    """Where a pair's teacher-forced figures are cached (teacher_forced.py's output)."""
+    return os.path.join(args.work_dir, run_name(task, model, args), f"teacher_forced_{args.num_samples}.txt")
+
+
+# teacher_forced.py --digit_kinds: a bucket's accuracy by what the sum's digits need; the kinds the report shows.
 DIGIT_KINDS = re.compile(r"^\s+reference length\s+(\d+-\d+)\s+(both operands .*)$", re.M)
 DIGIT_KIND = re.compile(r"(both operands|one operand|final carry) ([0-9.]+)")
+SHOWN_KINDS = ("both operands", "one operand")
 
 
 def digit_kinds(task, model, args):
     """{"201-400": {"both operands": 0.10, "one operand": 0.99, ...}, ...}: a finished addition pair's
     teacher-forced accuracy by reference length and by the operands each digit of the sum needs."""
     teacher_forced(task, model, args)  # Measures it where it is not cached yet.
-    text = _read(os.path.join(args.work_dir, run_name(task, model, args), f"teacher_forced_{args.num_samples}.txt"))
+    text = _read(_teacher_forced_path(task, model, args))
     return {bucket: {kind: float(value) for kind, value in DIGIT_KIND.findall(cells)}
             for bucket, cells in DIGIT_KINDS.findall(text)}
 
@@ -328,12 +334,11 @@ def digit_kind_table(results, args):
         if kinds:
             rows.append([TASKS[task], model, str(seed)] + [
                 f"{kinds[b][k]:.2f}" if k in kinds.get(b, {}) else ""
-                for b in SHOWN_BUCKETS for k in ("both operands", "one operand")])
+                for b in SHOWN_BUCKETS for k in SHOWN_KINDS])
     if not rows:
         return ""
-    return common.markdown_table(["task", "model", "seed"] + [f"{k}, {b}" for b in SHOWN_BUCKETS
-                                                              for k in ("both operands", "one operand")],
-                                 rows, align="llr" + "r" * 4)
+    return common.markdown_table(["task", "model", "seed"] + [f"{k}, {b}" for b in SHOWN_BUCKETS for k in SHOWN_KINDS],
+                                 rows, align="llr" + "r" * len(SHOWN_BUCKETS) * len(SHOWN_KINDS))
 
 
 def _read(path):
