@@ -22,6 +22,19 @@ from t2t_relpos.training import trainer as trainer_lib
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENV = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
 TRAINER = "import t2t_relpos.cli.trainer as m; m.run()"
+# The trainer, held before its last act (`leave_together`) until the file named by $T2T_RELPOS_TEST_GATE exists:
+# a worker that is late at the end of a run, with all its threads (its heartbeats too) alive.
+HELD_TRAINER = """
+import os, time
+from t2t_relpos.training import strategy
+leave_together = strategy.leave_together
+def held(*args):
+    while not os.path.exists(os.environ["T2T_RELPOS_TEST_GATE"]):
+        time.sleep(0.1)
+    leave_together(*args)
+strategy.leave_together = held
+import t2t_relpos.cli.trainer as m; m.run()
+"""
 
 
 def test_tiny_relative_transformer_learns_to_reverse(tmp_path):
@@ -77,27 +90,30 @@ def killed_when_left(processes):
                 process.communicate()
 
 
-def _trainer_args(output_dir, steps, *extra, hparams="batch_size=256,max_length=16"):
-    return [sys.executable, "-c", TRAINER, "--problem=algorithmic_reverse_binary40",
+def _trainer_args(output_dir, steps, *extra, hparams="batch_size=256,max_length=16", code=TRAINER):
+    return [sys.executable, "-c", code, "--problem=algorithmic_reverse_binary40",
             "--hparams_set=transformer_cpu_rel", f"--hparams={hparams}",
             f"--output_dir={output_dir}", f"--train_steps={steps}", "--eval_steps=1", "--log_every=1", *extra]
 
 
 def test_multi_worker_mirrored_with_two_processes(tmp_path):
-    """Both workers train and end cleanly, also when one of them stalls for longer than TensorFlow's default
-    heartbeat timeout (as on a busy machine), in a step or in its last evaluation, when the chief must wait for
-    it before exiting; the non-chief's scratch checkpoints do not outlive the run. With clipping, which sums the
-    gradient across the workers before it clips (the same step as one device: `distributed_check.py`)."""
+    """Both workers train and end cleanly, also when one of them stalls in a step for longer than TensorFlow's
+    default heartbeat timeout (as on a busy machine), and when it is late at the end of the run, so that the
+    chief must wait for it before exiting; the non-chief's scratch checkpoints do not outlive the run. With
+    clipping, which sums the gradient across the workers before it clips (the same step as one device:
+    `distributed_check.py`)."""
     workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     scratch = tmp_path / "tmp"  # The workers' temporary directory.
     scratch.mkdir()
+    gate = tmp_path / "gate"
     processes = []
     for index in range(2):
         config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        env = dict(ENV, TF_CONFIG=json.dumps(config), TMPDIR=str(scratch))
+        env = dict(ENV, TF_CONFIG=json.dumps(config), TMPDIR=str(scratch), T2T_RELPOS_TEST_GATE=str(gate))
         processes.append(subprocess.Popen(
             _trainer_args(tmp_path / "run", 4, "--distribution=multi_worker", "--checkpoint_every=4",
-                          hparams="batch_size=256,max_length=16,clip_grad_norm=1.0"),
+                          hparams="batch_size=256,max_length=16,clip_grad_norm=1.0",
+                          code=HELD_TRAINER if index == 1 else TRAINER),
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     with killed_when_left(processes):
         # The second worker (not the one hosting the coordination service) stops answering for 15 s.
@@ -105,15 +121,14 @@ def test_multi_worker_mirrored_with_two_processes(tmp_path):
         processes[1].send_signal(signal.SIGSTOP)
         time.sleep(15)
         processes[1].send_signal(signal.SIGCONT)
-        # Then after the last step, while the chief evaluates and ends: the chief, which hosts the coordination
-        # service, must not exit before it (without `leave_together` it did, and the other worker's next
-        # heartbeat logged StartAbort: seen once in a full test run).
-        seen += _wait_for_step(processes[1], 4)
-        processes[1].send_signal(signal.SIGSTOP)
+        # Then it is held before the end of the run: the chief, which hosts the coordination service, must not
+        # exit before it (without `leave_together` it did, and the other worker's next heartbeat logged
+        # StartAbort: seen once in a full test run). Held, not stopped: a stop as long as the chief's end of
+        # the run (its input pipeline's teardown took 2-36 s on a busy machine) outlasted the heartbeat timeout.
         chief_seen = _wait_for_line(processes[0], "Final evaluation")
         time.sleep(5)
         chief_waited = processes[0].poll() is None
-        processes[1].send_signal(signal.SIGCONT)
+        gate.touch()
         outputs = [p.communicate(timeout=150)[0] for p in processes]  # About 30 s; with a 10 s timeout, a hang.
     outputs = [chief_seen + outputs[0], seen + outputs[1]]
     for process, output in zip(processes, outputs):
