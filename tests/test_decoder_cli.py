@@ -355,6 +355,30 @@ def open_when_read(fifo, process=None, timeout=120):
     raise AssertionError(f"nobody opened {fifo} to read")
 
 
+# read(2)'s number, for the architectures /proc/PID/syscall is read on.
+READ_SYSCALL = {"x86_64": 0, "aarch64": 63}.get(os.uname().machine)
+
+
+def wait_until_blocked_reading(process, path, timeout=120):
+    """Waits until the main thread of `process` sleeps in read(2) on `path`.
+
+    A signal that comes between Python's last check for signals and its read(2) runs the C handler, but the
+    read, begun afterwards, is not interrupted; the KeyboardInterrupt then waits for input that never comes
+    (CI once saw the decoder hang so). A signal sent once it sleeps in read(2) interrupts it. Without
+    /proc/PID/syscall (another kernel or architecture), it waits a second instead."""
+    began = time.monotonic()
+    while READ_SYSCALL is not None and time.monotonic() - began < timeout and process.poll() is None:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = open(f"/proc/{process.pid}/syscall", encoding="ascii").read().split()
+            if int(fields[0]) == READ_SYSCALL and os.path.samefile(f"/proc/{process.pid}/fd/{int(fields[1], 16)}",
+                                                                    path):
+                return
+        time.sleep(0.02)
+    if READ_SYSCALL is not None and process.poll() is None:
+        raise AssertionError(f"the process did not read {path} within {timeout} s")
+    time.sleep(1)
+
+
 def test_a_named_pipe_is_read_as_the_source(run_dir, tmp_path):
     """`--decode_from_file=<(...)` or a FIFO: read as a file is (it was 'does not exist')."""
     fifo = tmp_path / "source.fifo"
@@ -374,8 +398,8 @@ def test_a_named_pipe_is_read_as_the_source(run_dir, tmp_path):
 
 
 def test_ctrl_c_ends_the_decoder_in_one_line(run_dir, tmp_path):
-    """A real SIGINT while the decoder waits for its input (from a FIFO, opened once it reads): `error:
-    interrupted` and status 130, not a KeyboardInterrupt traceback."""
+    """A real SIGINT while the decoder waits for its input (from a FIFO, opened once it reads, signalled once
+    it sleeps in read(2)): `error: interrupted` and status 130, not a KeyboardInterrupt traceback."""
     fifo = tmp_path / "source.fifo"
     os.mkfifo(fifo)
     # Ctrl-C as a foreground job gets it: a suite run in the background (`make test &`) hands its children
@@ -387,6 +411,7 @@ def test_ctrl_c_ends_the_decoder_in_one_line(run_dir, tmp_path):
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         with open_when_read(fifo, process):
+            wait_until_blocked_reading(process, fifo)
             process.send_signal(signal.SIGINT)
             out, err = process.communicate(timeout=120)
     finally:
