@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/length_generalisation.py [--tasks identity,reverse,addition]
         [--models transformer,transformer_rel,...] [--train_steps 3000[,task:N...]] [--num_samples 200] [--report_only]
-        [--seeds 1,2] [--offsets none|random|random:400|shared:400|step] [--offsets_warmup shared:40@6000]
+        [--seeds 1,2[;model:1,2,3]] [--offsets none|random|random:400|shared:400|step] [--offsets_warmup shared:40@6000]
         [--hparams [model:]overrides[;...]] [--write] [--record]
 
 Each (task, model) pair trains with `t2t-relpos-trainer` on decimal strings of length <= 40
@@ -159,6 +159,18 @@ def run_name(task, model, args, seed=None):
                    + f"_at{warmup[1]}")
     return (f"{task}_{model}" + offsets
             + ("_" + re.sub(r"[^A-Za-z0-9._]+", "-", extra) if extra else "") + (f"_s{seed}" if seed != 1 else ""))
+
+
+def seeds_for(model, args):
+    """`model`'s seeds: `--seeds` is comma-separated seeds, or those with `model:seeds` entries (`;` between
+    them) for the models that get others, e.g. `1,2;adaptive_universal_transformer_rel:1,2,3,4`."""
+    plain, own = _entries(args.seeds, ";", MODELS)
+    text = own[model][-1] if model in own else ",".join(plain) or "1"
+    try:
+        return [int(seed) for seed in text.split(",")]
+    except ValueError:
+        raise SystemExit(f"error: --seeds={args.seeds}: give comma-separated integers, or those with "
+                         f"model:seeds entries (`;` between them)") from None
 
 
 def with_seed(args, seed):
@@ -531,7 +543,9 @@ def main(argv=None):
                         "Table 4 protocol))")
     parser.add_argument("--record", action="store_true", help="append every finished pair's accuracy by length to "
                         "benchmarks/results/length_generalisation.json (drawn by benchmarks/plots.py)")
-    parser.add_argument("--seeds", default="1", help="comma-separated seeds: each pair trains once per seed")
+    parser.add_argument("--seeds", default="1", help="comma-separated seeds: each pair trains once per seed; "
+                        "model:seeds entries (`;` between entries) give one model others, e.g. "
+                        "1,2;adaptive_universal_transformer_rel:1,2,3,4")
     parser.add_argument("--hparams", default="", help="overrides for every model, e.g. norm_position=pre, or for "
                         "one, transformer:norm_position=pre (`;` between entries; the run directories' names end "
                         "with them)")
@@ -542,12 +556,11 @@ def main(argv=None):
                         "with OFFSETS (that run is reused where it exists), then go on with --offsets (a curriculum "
                         "over the offsets' range; ours, not the paper's)")
     args = parser.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",")]
     os.makedirs(args.work_dir, exist_ok=True)
     began = time.perf_counter()
     results = {}
     runs = [(task, model, seed) for task in args.tasks.split(",") for model in args.models.split(",")
-            for seed in seeds]
+            for seed in seeds_for(model, args)]
     for task, model, _ in runs:  # Refuses a setting a pair cannot take before anything runs.
         offsets_setting(args.offsets, model)
         warmup = warmup_of(model, args)

@@ -78,6 +78,13 @@ def test_length_generalisation_seeds_and_offsets_have_runs_of_their_own(tmp_path
             length_generalisation.steps_for("identity", types.SimpleNamespace(train_steps=bad))
     assert length_generalisation._steps_text(["identity", "reverse"], args) == "2000 steps (reverse: 6000)"
     args.train_steps = 10
+    args.seeds = "1,2;adaptive_universal_transformer_rel:1,2,3,4"  # One model gets more seeds than the others.
+    assert [length_generalisation.seeds_for(m, args) for m in ("transformer_rel", "adaptive_universal_transformer_rel")
+            ] == [[1, 2], [1, 2, 3, 4]]
+    assert length_generalisation.seeds_for("transformer", types.SimpleNamespace(seeds="3")) == [3]
+    for bad in ("1,x", "1;nomodel:2", "1,,2"):
+        with pytest.raises(SystemExit, match="--seeds"):
+            length_generalisation.seeds_for("transformer", types.SimpleNamespace(seeds=bad))
     assert length_generalisation.offsets_setting("shared:400", "transformer") == (
         "position_start_index=random,position_offset_shared=true,max_position_offset=400", "_offsets_shared400")
     for bad in ("sometimes", "random:x"):
