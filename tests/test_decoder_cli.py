@@ -3,6 +3,7 @@
 import contextlib
 import json
 import os
+import pathlib
 import re
 import signal
 import subprocess
@@ -366,17 +367,19 @@ def wait_until_blocked_reading(process, path, timeout=120):
     read, begun afterwards, is not interrupted; the KeyboardInterrupt then waits for input that never comes
     (CI once saw the decoder hang so). A signal sent once it sleeps in read(2) interrupts it. Without
     /proc/PID/syscall (another kernel or architecture), it waits a second instead."""
+    if READ_SYSCALL is None:
+        time.sleep(1)
+        return
     began = time.monotonic()
-    while READ_SYSCALL is not None and time.monotonic() - began < timeout and process.poll() is None:
+    while time.monotonic() - began < timeout and process.poll() is None:
         with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = open(f"/proc/{process.pid}/syscall", encoding="ascii").read().split()
+            fields = pathlib.Path(f"/proc/{process.pid}/syscall").read_text(encoding="ascii").split()
             if int(fields[0]) == READ_SYSCALL and os.path.samefile(f"/proc/{process.pid}/fd/{int(fields[1], 16)}",
                                                                     path):
                 return
         time.sleep(0.02)
-    if READ_SYSCALL is not None and process.poll() is None:
+    if process.poll() is None:
         raise AssertionError(f"the process did not read {path} within {timeout} s")
-    time.sleep(1)
 
 
 def test_a_named_pipe_is_read_as_the_source(run_dir, tmp_path):
