@@ -1,6 +1,7 @@
 """Teacher-forced accuracy of a trained run on its problem's own split, by reference length.
 
     .venv/bin/python benchmarks/teacher_forced.py --output_dir RUN [--split eval] [--num_samples 100]
+    .venv/bin/python benchmarks/teacher_forced.py --output_dir RUN --split train --num_samples 400 [--seed 0]
 
 Each target symbol is predicted from the true symbols before it (one forward pass, as in training), and the
 argmax is compared with the reference: the `accuracy` and `accuracy_per_sequence` that tensor2tensor's trainer
@@ -11,7 +12,9 @@ wrong symbol can derail the rest. The end-of-sequence symbol is not counted (ten
 one symbol in 200-400 at the lengths that matter here).
 
 Prints the decoder's accuracy lines for the first `--num_samples` examples of `--split` (the same examples the
-decoder's `num_samples` takes): overall, then by reference length.
+decoder's `num_samples` takes): overall, then by reference length. `--split train` draws `--num_samples` fresh
+strings of the training distribution with `--seed` (the same strings for the same seed; not the trainer's own
+stream, whose seeds derive from its --seed and step): has the model learned the training lengths?
 
 `--digit_kinds` (addition only) also splits each length's sum digits by what they need: both operands (digit i
 of the sum, below the shorter operand's length), one operand (the longer operand's digits past the shorter's, with
@@ -34,11 +37,15 @@ from t2t_relpos.problems.problem import EOS_ID, NUM_RESERVED_IDS, PAD_ID  # noqa
 from t2t_relpos.training import runs  # noqa: E402
 
 
-def predictions(model, problem, split, num_samples, batch_size=10):
+def examples_of(problem, split, num_samples, seed=0):
+    """The first `num_samples` examples of `split` (all of eval or test for 0); the training split's with `seed`."""
+    examples = problem.dataset(split, seed=seed if split == "train" else None)
+    return examples.take(num_samples) if num_samples > 0 else examples
+
+
+def predictions(model, problem, split, num_samples, batch_size=10, seed=0):
     """(hypotheses, references): per example, the teacher-forced argmax ids and the reference ids (no EOS)."""
-    examples = problem.dataset(split)
-    if num_samples > 0:
-        examples = examples.take(num_samples)
+    examples = examples_of(problem, split, num_samples, seed)
     padded = {"inputs": PAD_ID, "targets": PAD_ID}
     hypotheses, references = [], []
     for batch in examples.padded_batch(batch_size, padding_values=padded).as_numpy_iterator():
@@ -65,39 +72,50 @@ def digit_kinds(inputs, separator):
 
 
 def digit_kind_lines(hypotheses, references, kinds):
-    """Char accuracy by digit kind (and each kind's share of the digits), per reference-length bucket."""
-    lines, low = [], 1
-    for high in scoring.LENGTH_BUCKETS:
+    """Char accuracy by digit kind (and each kind's share of the digits), per reference-length bucket, then over
+    all lengths."""
+    def line(label, low, high):
         correct, counts = np.zeros(len(DIGIT_KINDS)), np.zeros(len(DIGIT_KINDS))
         for hypothesis, reference, kind in zip(hypotheses, references, kinds):
             if low <= len(reference) <= high:
                 for h, r, k in zip(hypothesis, reference, kind):
                     correct[k] += h == r
                     counts[k] += 1
-        if counts.sum():
-            cells = [f"{name} {correct[k] / counts[k]:.2f} ({counts[k] / counts.sum():.0%} of digits)"
-                     for k, name in enumerate(DIGIT_KINDS) if counts[k]]
-            lines.append(f"  reference length {low:>3}-{high:<3} " + ", ".join(cells))
-        low = high + 1
-    return lines
+        if not counts.sum():
+            return []
+        cells = [f"{name} {correct[k] / counts[k]:.2f} ({counts[k] / counts.sum():.0%} of digits)"
+                 for k, name in enumerate(DIGIT_KINDS) if counts[k]]
+        return [f"  {label} " + ", ".join(cells)]
+
+    lows = (1,) + tuple(high + 1 for high in scoring.LENGTH_BUCKETS[:-1])
+    lines = [row for low, high in zip(lows, scoring.LENGTH_BUCKETS)
+             for row in line(f"reference length {low:>3}-{high:<3}", low, high)]
+    return lines + line(f"{'all lengths':<24}", 1, float("inf"))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--output_dir", required=True, help="the trainer's --output_dir")
-    parser.add_argument("--split", default="eval", choices=("eval", "test"))
-    parser.add_argument("--num_samples", type=int, default=0, help="the split's first N examples (0: all)")
+    parser.add_argument("--split", default="eval", choices=("eval", "test", "train"))
+    parser.add_argument("--num_samples", type=int, default=0,
+                        help="the split's first N examples (0: all of eval or test; train needs N)")
+    parser.add_argument("--seed", type=int, default=0, help="--split train: the seed its strings are drawn with")
     parser.add_argument("--digit_kinds", action="store_true",
                         help="addition: accuracy of the sum's digits by what they need (both operands, one, neither)")
     args = parser.parse_args(argv)
+    if args.split == "train" and args.num_samples <= 0:
+        parser.error("--split train is endless: give --num_samples N")
+    if args.seed < 0:
+        parser.error(f"--seed must be >= 0, got {args.seed}")
     model, problem, _, path = runs.load(args.output_dir)
     if args.digit_kinds and not isinstance(problem, algorithmic.AlgorithmicAddition):
         parser.error(f"--digit_kinds is for the addition problems, not {problem.name}")
-    hypotheses, references = predictions(model, problem, args.split, args.num_samples)
-    print(f"teacher-forced, {path}, {args.split} split")
+    hypotheses, references = predictions(model, problem, args.split, args.num_samples, seed=args.seed)
+    seeded = f" (seed {args.seed})" if args.split == "train" else ""
+    print(f"teacher-forced, {path}, {args.split} split{seeded}")
     print("\n".join(scoring.report("accuracy", hypotheses, references)))
     if args.digit_kinds:
-        examples = problem.dataset(args.split).take(args.num_samples if args.num_samples > 0 else -1)
+        examples = examples_of(problem, args.split, args.num_samples, args.seed)
         separator = problem.base + NUM_RESERVED_IDS
         kinds = [digit_kinds(e["inputs"], separator) for e in examples.as_numpy_iterator()]
         print("by digit kind:")

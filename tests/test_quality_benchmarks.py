@@ -219,7 +219,11 @@ def test_teacher_forced_splits_an_addition_by_the_operands_each_digit_needs():
     kinds = [teacher_forced.digit_kinds(encode(x), separator) for x in ("29+3", "9+1", "7+123")]
     assert teacher_forced.digit_kind_lines(copies, references, kinds) == [
         "  reference length   1-10  both operands 0.00 (43% of digits), one operand 1.00 (43% of digits), "
+        "final carry 0.00 (14% of digits)",
+        "  all lengths              both operands 0.00 (43% of digits), one operand 1.00 (43% of digits), "
         "final carry 0.00 (14% of digits)"]
+    assert teacher_forced.digit_kind_lines(references, references, kinds)[-1].startswith(
+        "  all lengths              both operands 1.00")
 
 
 def test_length_generalisation_writes_the_section_it_is_given(tmp_path, monkeypatch):
@@ -601,3 +605,49 @@ def test_the_plots_render_from_the_results_files_every_seed_and_the_best_runs(tm
     assert plots.main(["--only", "babi", "--results_dir", str(tmp_path / "none"), "--out_dir", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith("plots: error: no babi.json in ")
     assert not os.path.exists(tmp_path / "babi_tasks.png")
+
+
+def test_teacher_forced_draws_training_strings_by_seed():
+    """--split train: fresh strings of the training distribution, the same for a seed and others for another; the
+    endless split needs --num_samples."""
+    teacher_forced = _load("teacher_forced")
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+
+    problem = registry.problem("algorithmic_addition_decimal40")
+
+    def inputs(seed):
+        return [e["inputs"].tolist() for e in teacher_forced.examples_of(problem, "train", 6, seed).as_numpy_iterator()]
+
+    assert inputs(3) == inputs(3) != inputs(4)
+    assert len(inputs(3)) == 6 and max(map(len, inputs(3))) <= 41  # At most 40 symbols and EOS.
+    eval_inputs = [e["inputs"].tolist() for e in teacher_forced.examples_of(problem, "eval", 6, 3).as_numpy_iterator()]
+    assert eval_inputs == [e["inputs"].tolist() for e in problem.dataset("eval").take(6).as_numpy_iterator()]
+    with pytest.raises(SystemExit) as exit_info:
+        teacher_forced.main(["--output_dir", "unused", "--split", "train"])
+    assert exit_info.value.code == 2
+
+
+def test_split_text_writes_what_the_decoder_reads_back(tmp_path, capsys):
+    """benchmarks/split_text.py: each .src line encodes back to the example's input ids, each .ref line is its sum
+    (operands and sum least-significant digit first), the same strings for the same seed."""
+    split_text = _load("split_text")
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+
+    problem = registry.problem("algorithmic_addition_decimal40")
+    prefix = str(tmp_path / "train5")
+    assert split_text.main(["--problem", problem.name, "--num_samples", "5", "--seed", "7", "--prefix", prefix]) == 0
+    assert "5 examples of algorithmic_addition_decimal40 (train)" in capsys.readouterr().out
+    sources = open(prefix + ".src", encoding="utf-8").read().splitlines()
+    references = open(prefix + ".ref", encoding="utf-8").read().splitlines()
+    examples = list(problem.dataset("train", seed=7).take(5).as_numpy_iterator())
+    encode = problem.feature_encoders()["inputs"].encode
+    assert [encode(s) + [1] for s in sources] == [e["inputs"].tolist() for e in examples]
+    for source, reference in zip(sources, references):
+        first, second = source.split("+")
+        assert int(reference[::-1]) == int(first[::-1]) + int(second[::-1])
+    assert split_text.split_text(problem, "train", 5, seed=7) == (sources, references)
+    assert split_text.split_text(problem, "train", 5, seed=8)[0] != sources
+    for problem_name, count in (("no_such_problem", "5"), (problem.name, "0")):
+        with pytest.raises(SystemExit) as exit_info:
+            split_text.main(["--problem", problem_name, "--num_samples", count, "--prefix", prefix])
+        assert exit_info.value.code == 2
