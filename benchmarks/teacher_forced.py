@@ -20,7 +20,8 @@ stream, whose seeds derive from its --seed and step): has the model learned the 
 of the sum, below the shorter operand's length), one operand (the longer operand's digits past the shorter's, with
 a carry at most), or neither (the final carry). A model that copies the longer operand and adds nothing gets the
 second kind right, and those are most of a long sum's digits (73% at lengths 201-400 in the eval split): the
-split shows whether a model adds.
+split shows whether a model adds. A last line gives the digits that need both operands by their index i in the sum
+(0: the first, least-significant digit): where in a string a model that adds in part has learned to.
 """
 
 import argparse
@@ -93,6 +94,18 @@ def digit_kind_lines(hypotheses, references, kinds):
     return lines + line(f"{'all lengths':<24}", 1, float("inf"))
 
 
+def both_operands_by_index_line(hypotheses, references, kinds, last=10):
+    """Char accuracy of the digits that need both operands by their index in the sum (indices >= `last` pooled)."""
+    correct, counts = np.zeros(last + 1), np.zeros(last + 1)
+    for hypothesis, reference, kind in zip(hypotheses, references, kinds):
+        for i, (h, r, k) in enumerate(zip(hypothesis, reference, kind)):
+            if k == 0:
+                correct[min(i, last)] += h == r
+                counts[min(i, last)] += 1
+    cells = [f"{i}{'+' if i == last else ''} {correct[i] / counts[i]:.2f}" for i in range(last + 1) if counts[i]]
+    return "  both operands by digit index: " + ", ".join(cells)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--output_dir", required=True, help="the trainer's --output_dir")
@@ -120,6 +133,7 @@ def main(argv=None):
         kinds = [digit_kinds(e["inputs"], separator) for e in examples.as_numpy_iterator()]
         print("by digit kind:")
         print("\n".join(digit_kind_lines(hypotheses, references, kinds)))
+        print(both_operands_by_index_line(hypotheses, references, kinds))
 
 
 if __name__ == "__main__":

@@ -224,6 +224,15 @@ def test_teacher_forced_splits_an_addition_by_the_operands_each_digit_needs():
         "final carry 0.00 (14% of digits)"]
     assert teacher_forced.digit_kind_lines(references, references, kinds)[-1].startswith(
         "  all lengths              both operands 1.00")
+    # By index: only digit 0 of these sums needs both operands, and the copies get it wrong.
+    assert teacher_forced.both_operands_by_index_line(copies, references, kinds) == (
+        "  both operands by digit index: 0 0.00")
+    longer = [encode("1234+5678"), encode("99+11")]  # 4321 + 8765 = 13086, written 68031; 99 + 11 = 110, 011.
+    two_kinds = [teacher_forced.digit_kinds(x, separator) for x in longer]
+    sums = [encode("68031"), encode("011")]
+    half = [encode("08031"), encode("011")]  # The first digit of the first sum wrong.
+    assert teacher_forced.both_operands_by_index_line(half, sums, two_kinds, last=2) == (
+        "  both operands by digit index: 0 0.50, 1 1.00, 2+ 1.00")
 
 
 def test_length_generalisation_writes_the_section_it_is_given(tmp_path, monkeypatch):
