@@ -18,16 +18,18 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 from t2t_relpos import errors, registry  # noqa: E402
+from teacher_forced import examples_of  # noqa: E402
 
 
 def split_text(problem, split, num_samples, seed=0):
     """(inputs, targets): the first `num_samples` examples of `split` as text lines (the training split's drawn
     with `seed`)."""
     encoders = problem.feature_encoders(None)
-    examples = problem.dataset(split, seed=seed if split == "train" else None).take(num_samples)
     inputs, targets = [], []
-    for example in examples.as_numpy_iterator():
+    for example in examples_of(problem, split, num_samples, seed).as_numpy_iterator():
         inputs.append(encoders["inputs"].decode(example["inputs"].tolist()))
         targets.append(encoders["targets"].decode(example["targets"].tolist()))
     return inputs, targets
