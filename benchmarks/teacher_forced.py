@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/teacher_forced.py --output_dir RUN [--split eval] [--num_samples 100]
     .venv/bin/python benchmarks/teacher_forced.py --output_dir RUN --split train --num_samples 400 [--seed 0]
+    .venv/bin/python benchmarks/teacher_forced.py --output_dir RUN --checkpoint_path RUN/ckpt-12000 ...
 
 Each target symbol is predicted from the true symbols before it (one forward pass, as in training), and the
 argmax is compared with the reference: the `accuracy` and `accuracy_per_sequence` that tensor2tensor's trainer
@@ -22,6 +23,8 @@ a carry at most), or neither (the final carry). A model that copies the longer o
 second kind right, and those are most of a long sum's digits (73% at lengths 201-400 in the eval split): the
 split shows whether a model adds. A last line gives the digits that need both operands by their index i in the sum
 (0: the first, least-significant digit): where in a string a model that adds in part has learned to.
+`--checkpoint_path` measures an older checkpoint of the run (default: its newest), e.g. to see in which order the
+indices are learned.
 """
 
 import argparse
@@ -32,6 +35,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
+from t2t_relpos import errors  # noqa: E402
 from t2t_relpos.decoding import scoring  # noqa: E402
 from t2t_relpos.problems import algorithmic  # noqa: E402
 from t2t_relpos.problems.problem import EOS_ID, NUM_RESERVED_IDS, PAD_ID  # noqa: E402
@@ -109,6 +113,7 @@ def both_operands_by_index_line(hypotheses, references, kinds, last=10):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--output_dir", required=True, help="the trainer's --output_dir")
+    parser.add_argument("--checkpoint_path", help="a checkpoint of the run (RUN/ckpt-N); default: its newest")
     parser.add_argument("--split", default="eval", choices=("eval", "test", "train"))
     parser.add_argument("--num_samples", type=int, default=0,
                         help="the split's first N examples (0: all of eval or test; train needs N)")
@@ -120,7 +125,10 @@ def main(argv=None):
         parser.error("--split train is endless: give --num_samples N")
     if args.seed < 0:
         parser.error(f"--seed must be >= 0, got {args.seed}")
-    model, problem, _, path = runs.load(args.output_dir)
+    try:
+        model, problem, _, path = runs.load(args.output_dir, args.checkpoint_path)
+    except errors.T2TRelposError as error:
+        parser.error(str(error))
     if args.digit_kinds and not isinstance(problem, algorithmic.AlgorithmicAddition):
         parser.error(f"--digit_kinds is for the addition problems, not {problem.name}")
     hypotheses, references = predictions(model, problem, args.split, args.num_samples, seed=args.seed)

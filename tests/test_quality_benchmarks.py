@@ -660,3 +660,32 @@ def test_split_text_writes_what_the_decoder_reads_back(tmp_path, capsys):
         with pytest.raises(SystemExit) as exit_info:
             split_text.main(["--problem", problem_name, "--num_samples", count, "--prefix", prefix])
         assert exit_info.value.code == 2
+
+
+def test_teacher_forced_measures_the_checkpoint_it_is_given(tmp_path, capsys):
+    """--checkpoint_path: an older checkpoint of the run instead of its newest; a run or checkpoint that is not
+    there is one line and status 2, not a traceback."""
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.training import trainer as trainer_lib  # pylint: disable=import-outside-toplevel
+
+    teacher_forced = _load("teacher_forced")
+    hparams = registry.hparams("transformer_cpu").parse("hidden_size=16,filter_size=32,num_heads=2,batch_size=64")
+    trainer = trainer_lib.Trainer(registry.problem("algorithmic_addition_decimal40"), hparams, str(tmp_path), seed=1,
+                                  checkpoint_every=1, eval_every=0, eval_steps=1, verbose=False)
+    trainer.train(2)
+    run = ["--output_dir", str(tmp_path), "--split", "train", "--num_samples", "3", "--digit_kinds"]
+    capsys.readouterr()
+    assert teacher_forced.main(run) is None
+    newest = capsys.readouterr().out
+    assert newest.startswith(f"teacher-forced, {tmp_path}/ckpt-2, train split (seed 0)\n")
+    assert teacher_forced.main(run + ["--checkpoint_path", f"{tmp_path}/ckpt-1"]) is None
+    older = capsys.readouterr().out
+    assert older.startswith(f"teacher-forced, {tmp_path}/ckpt-1, train split (seed 0)\n")
+    assert "both operands by digit index" in older
+    missing = [(["--checkpoint_path", f"{tmp_path}/ckpt-9"], f"checkpoint {tmp_path}/ckpt-9 does not exist"),
+               (["--output_dir", str(tmp_path / "none")], f"{tmp_path / 'none'} holds no run")]
+    for wrong, message in missing:
+        with pytest.raises(SystemExit) as exit_info:
+            teacher_forced.main(run + wrong)
+        assert exit_info.value.code == 2
+        assert f"error: {message}" in capsys.readouterr().err
