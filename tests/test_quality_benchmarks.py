@@ -689,3 +689,47 @@ def test_teacher_forced_measures_the_checkpoint_it_is_given(tmp_path, capsys):
             teacher_forced.main(run + wrong)
         assert exit_info.value.code == 2
         assert f"error: {message}" in capsys.readouterr().err
+
+
+def test_ponder_by_index_averages_each_position_over_the_strings_that_have_it():
+    """benchmarks/ponder_by_index.py: the decoder's ponder times by target index and, for an addition, the encoder's
+    by index inside each operand (separator, EOS and padding left out), equal to the model's own per-position
+    ponder times; a model without ponder times is refused in one line."""
+    import keras  # pylint: disable=import-outside-toplevel
+
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.training import trainer  # pylint: disable=import-outside-toplevel
+
+    ponder = _load("ponder_by_index")
+    means = ponder.MeanByIndex(last=2)
+    for values in ([1.0, 2.0, 3.0, 5.0], [3.0], [2.0, 4.0]):
+        means.add(values)
+    assert means.line("x") == "  x: 0 2.00, 1 3.00, 2+ 4.00"
+
+    keras.utils.set_random_seed(2)
+    problem = registry.problem("algorithmic_addition_decimal40")
+    hparams = registry.hparams("adaptive_universal_transformer_tiny_rel").parse("act_halting_bias_init=-1.0")
+    model = trainer.build_model(hparams, problem)
+    lines = ponder.ponder_by_index(model, problem, "train", 3, seed=5, batch_size=2, last=40)
+    examples = list(ponder.examples_of(problem, "train", 3, 5).as_numpy_iterator())
+    separator = problem.base + 2
+    first, second, target = [], [], []
+    for example in examples:
+        inputs = example["inputs"][None]
+        times = np.asarray(model(dict(inputs=inputs, targets=example["targets"][None]), return_details=True)[
+            "ponder_times"]["decoder"])[0]
+        target.append(times[:-1])  # Without EOS.
+        source = np.asarray(model.ponder_times(inputs))[0][:-1]
+        split_at = example["inputs"].tolist().index(separator)
+        first.append(source[:split_at])
+        second.append(source[split_at + 1:])
+    assert len({round(float(t), 3) for times in first + second for t in times}) > 1  # Positions halt apart.
+    for line, label, values in zip(lines, ("decoder, by index in the sum", "encoder, by index in the first operand",
+                                           "encoder, by index in the second operand"), (target, first, second)):
+        expected = ponder.MeanByIndex(last=40)
+        for times in values:
+            expected.add(times)
+        assert line == expected.line(label)
+    with pytest.raises(SystemExit) as exit_info:
+        ponder.main(["--output_dir", "unused", "--split", "train"])
+    assert exit_info.value.code == 2
