@@ -1062,6 +1062,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    common.stop_tools_on_termination()
     return args.command(args)
 
 

@@ -258,17 +258,55 @@ def run_cli(module, *args, log, threads=0):
                       name=module)
 
 
+_CHILDREN = set()  # The tools `run_python` is running now, and whether a termination stops new ones.
+_CHILDREN_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+
+
+def stop_tools_on_termination():
+    """Makes a SIGTERM to this (main-thread) script reach the tools it runs, as a Ctrl-C reaching the whole process
+    group does: each running tool gets the SIGTERM (a trainer saves a checkpoint of its step and stops), no new
+    one starts, and the script ends with status 143 once they have stopped. Without it a killed script's trainers
+    train on alone, and the same command run again finds their directories locked."""
+    import signal  # pylint: disable=import-outside-toplevel
+
+    def terminate(signum, frame):  # pylint: disable=unused-argument
+        _STOPPING.set()
+        with _CHILDREN_LOCK:
+            for child in _CHILDREN:
+                child.send_signal(signum)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+
+
 def run_python(*argv, log, threads=0, name="python"):
     """Runs this Python with `argv` (a script and its arguments, or `-c code ...`) as `run_cli` runs a CLI."""
     env = dict(os.environ)
     if threads:
         env.update(TF_NUM_INTRAOP_THREADS=str(threads), TF_NUM_INTEROP_THREADS=str(threads))
-    proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, check=False, env=env)
+    with _CHILDREN_LOCK:
+        if _STOPPING.is_set():
+            raise RuntimeError(f"{name} not started: this script was asked to stop")
+        proc = subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env)
+        _CHILDREN.add(proc)
+    try:
+        try:
+            stdout, stderr = proc.communicate()
+        except BaseException:  # A termination: the tool got it too; wait for it to stop (a trainer saves first).
+            stdout, stderr = proc.communicate()
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(stdout + stderr)
+            raise
+    finally:
+        with _CHILDREN_LOCK:
+            _CHILDREN.discard(proc)
     with open(log, "a", encoding="utf-8") as f:
-        f.write(proc.stdout + proc.stderr)
+        f.write(stdout + stderr)
     if proc.returncode != 0:
         raise RuntimeError(f"{name} failed ({proc.returncode}); see {log}")
-    return proc.stdout + proc.stderr
+    return stdout + stderr
 
 
 def event_scalars(folder, tag):

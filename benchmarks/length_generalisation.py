@@ -557,6 +557,8 @@ def main(argv=None):
                         "over the offsets' range; ours, not the paper's)")
     args = parser.parse_args(argv)
     os.makedirs(args.work_dir, exist_ok=True)
+    if not args.report_only:
+        common.stop_tools_on_termination()
     began = time.perf_counter()
     results = {}
     runs = [(task, model, seed) for task in args.tasks.split(",") for model in args.models.split(",")

@@ -61,6 +61,53 @@ def test_replace_section_replaces_in_place_and_appends(tmp_path):
                                 "<!-- BEGIN b -->\nsecond\n<!-- END b -->\n")
 
 
+_STOPPED_SCRIPT = '''
+import concurrent.futures, sys
+sys.path.insert(0, sys.argv[1])
+import common
+common.stop_tools_on_termination()
+TOOL = """
+import os, pathlib, signal, sys, time
+here = pathlib.Path(sys.argv[1])
+def stop(signum, frame):
+    time.sleep(0.5)  # A trainer saving its checkpoint.
+    (here / "stopped").write_text(str(signum))
+    sys.exit(1)
+signal.signal(signal.SIGTERM, stop)
+(here / sys.argv[2]).write_text(str(os.getpid()))
+time.sleep(120)
+"""
+with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    futures = [pool.submit(common.run_python, "-c", TOOL, sys.argv[2], name, log=sys.argv[2] + "/log")
+               for name in ("first", "second")]
+    futures[0].result()
+'''
+
+
+def test_a_terminated_script_stops_its_tools_and_starts_no_more(tmp_path):
+    """SIGTERM to a benchmark script (not to its process group): the tool running gets it and the script waits for
+    it to stop, the queued one never starts, status 143. Before, the script died alone and its trainers trained on,
+    holding their run directories' locks against the same command run again."""
+    import signal  # pylint: disable=import-outside-toplevel
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    import time  # pylint: disable=import-outside-toplevel
+
+    script = tmp_path / "script.py"
+    script.write_text(_STOPPED_SCRIPT)
+    parent = subprocess.Popen([sys.executable, str(script), os.path.dirname(_PATH), str(tmp_path)])
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "first").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert (tmp_path / "first").exists()
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(timeout=60) == 128 + signal.SIGTERM
+    assert (tmp_path / "stopped").read_text() == str(int(signal.SIGTERM))  # Stopped before the script ended.
+    assert not (tmp_path / "second").exists()
+    with pytest.raises(ProcessLookupError):
+        os.kill(int((tmp_path / "first").read_text()), 0)
+
+
 _DECODING_PATH = os.path.join(os.path.dirname(_PATH), "decoding.py")
 _DECODING_SPEC = importlib.util.spec_from_file_location("benchmark_decoding", _DECODING_PATH)
 decoding = importlib.util.module_from_spec(_DECODING_SPEC)
