@@ -21,11 +21,9 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from t2t_relpos import errors  # noqa: E402
 from t2t_relpos.problems import algorithmic  # noqa: E402
 from t2t_relpos.problems.problem import EOS_ID, NUM_RESERVED_IDS, PAD_ID  # noqa: E402
-from t2t_relpos.training import runs  # noqa: E402
-from teacher_forced import examples_of  # noqa: E402
+from teacher_forced import add_run_arguments, examples_of, load_run  # noqa: E402
 
 
 class MeanByIndex:
@@ -74,21 +72,9 @@ def ponder_by_index(model, problem, split, num_samples, seed=0, batch_size=10, l
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--output_dir", required=True, help="the trainer's --output_dir")
-    parser.add_argument("--checkpoint_path", help="a checkpoint of the run (RUN/ckpt-N); default: its newest")
-    parser.add_argument("--split", default="eval", choices=("eval", "test", "train"))
-    parser.add_argument("--num_samples", type=int, default=0,
-                        help="the split's first N examples (0: all of eval or test; train needs N)")
-    parser.add_argument("--seed", type=int, default=0, help="--split train: the seed its strings are drawn with")
+    add_run_arguments(parser)
     args = parser.parse_args(argv)
-    if args.split == "train" and args.num_samples <= 0:
-        parser.error("--split train is endless: give --num_samples N")
-    if args.seed < 0:
-        parser.error(f"--seed must be >= 0, got {args.seed}")
-    try:
-        model, problem, _, path = runs.load(args.output_dir, args.checkpoint_path)
-    except errors.T2TRelposError as error:
-        parser.error(str(error))
+    model, problem, path = load_run(parser, args)
     if not hasattr(model, "ponder_times"):
         parser.error(f"{args.output_dir} holds a {type(model).__name__}; ponder times are a Universal Transformer's")
     seeded = f" (seed {args.seed})" if args.split == "train" else ""

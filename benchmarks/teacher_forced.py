@@ -110,17 +110,18 @@ def both_operands_by_index_line(hypotheses, references, kinds, last=10):
     return "  both operands by digit index: " + ", ".join(cells)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+def add_run_arguments(parser):
+    """The flags that name a run, a checkpoint of it and the examples to measure (this script's and its kin's)."""
     parser.add_argument("--output_dir", required=True, help="the trainer's --output_dir")
     parser.add_argument("--checkpoint_path", help="a checkpoint of the run (RUN/ckpt-N); default: its newest")
     parser.add_argument("--split", default="eval", choices=("eval", "test", "train"))
     parser.add_argument("--num_samples", type=int, default=0,
                         help="the split's first N examples (0: all of eval or test; train needs N)")
     parser.add_argument("--seed", type=int, default=0, help="--split train: the seed its strings are drawn with")
-    parser.add_argument("--digit_kinds", action="store_true",
-                        help="addition: accuracy of the sum's digits by what they need (both operands, one, neither)")
-    args = parser.parse_args(argv)
+
+
+def load_run(parser, args):
+    """(model, problem, checkpoint path) of `add_run_arguments`' flags; a bad one is `parser.error` (status 2)."""
     if args.split == "train" and args.num_samples <= 0:
         parser.error("--split train is endless: give --num_samples N")
     if args.seed < 0:
@@ -129,6 +130,16 @@ def main(argv=None):
         model, problem, _, path = runs.load(args.output_dir, args.checkpoint_path)
     except errors.T2TRelposError as error:
         parser.error(str(error))
+    return model, problem, path
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    add_run_arguments(parser)
+    parser.add_argument("--digit_kinds", action="store_true",
+                        help="addition: accuracy of the sum's digits by what they need (both operands, one, neither)")
+    args = parser.parse_args(argv)
+    model, problem, path = load_run(parser, args)
     if args.digit_kinds and not isinstance(problem, algorithmic.AlgorithmicAddition):
         parser.error(f"--digit_kinds is for the addition problems, not {problem.name}")
     hypotheses, references = predictions(model, problem, args.split, args.num_samples, seed=args.seed)
