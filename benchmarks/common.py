@@ -258,9 +258,9 @@ def run_cli(module, *args, log, threads=0):
                       name=module)
 
 
-_CHILDREN = set()  # The tools `run_python` is running now, and whether a termination stops new ones.
-_CHILDREN_LOCK = threading.Lock()
-_STOPPING = threading.Event()
+_CHILDREN = set()  # The tools `run_python` is running now.
+_CHILDREN_LOCK = threading.RLock()  # Reentrant: the SIGTERM handler may run while its own thread holds it.
+_STOPPING = threading.Event()  # Set by a termination: no new tool starts.
 
 
 def stop_tools_on_termination():
