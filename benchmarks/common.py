@@ -291,22 +291,21 @@ def run_python(*argv, log, threads=0, name="python"):
         proc = subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=env)
         _CHILDREN.add(proc)
+    output = ""
     try:
         try:
-            stdout, stderr = proc.communicate()
+            output = "".join(proc.communicate())
         except BaseException:  # A termination: the tool got it too; wait for it to stop (a trainer saves first).
-            stdout, stderr = proc.communicate()
-            with open(log, "a", encoding="utf-8") as f:
-                f.write(stdout + stderr)
+            output = "".join(proc.communicate())
             raise
     finally:
         with _CHILDREN_LOCK:
             _CHILDREN.discard(proc)
-    with open(log, "a", encoding="utf-8") as f:
-        f.write(stdout + stderr)
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(output)
     if proc.returncode != 0:
         raise RuntimeError(f"{name} failed ({proc.returncode}); see {log}")
-    return stdout + stderr
+    return output
 
 
 def event_scalars(folder, tag):

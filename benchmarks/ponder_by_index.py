@@ -21,33 +21,14 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from t2t_relpos.problems import algorithmic  # noqa: E402
-from t2t_relpos.problems.problem import EOS_ID, NUM_RESERVED_IDS, PAD_ID  # noqa: E402
-from teacher_forced import add_run_arguments, examples_of, load_run  # noqa: E402
-
-
-class MeanByIndex:
-    """Running means of values by index, indices >= `last` pooled into one."""
-
-    def __init__(self, last=10):
-        self.last = last
-        self.sums, self.counts = np.zeros(last + 1), np.zeros(last + 1)
-
-    def add(self, values):
-        for i, value in enumerate(values):
-            self.sums[min(i, self.last)] += value
-            self.counts[min(i, self.last)] += 1
-
-    def line(self, label):
-        cells = [f"{i}{'+' if i == self.last else ''} {self.sums[i] / self.counts[i]:.2f}"
-                 for i in range(self.last + 1) if self.counts[i]]
-        return f"  {label}: " + ", ".join(cells)
+from t2t_relpos.problems.problem import EOS_ID, PAD_ID  # noqa: E402
+from teacher_forced import MeanByIndex, add_run_arguments, addition_separator, examples_of, load_run  # noqa: E402
 
 
 def ponder_by_index(model, problem, split, num_samples, seed=0, batch_size=10, last=10):
     """Lines of the mean ponder time by index: the decoder's by target index, then the encoder's by input index
     (by index inside each operand for an addition). EOS and padding are left out."""
-    separator = problem.base + NUM_RESERVED_IDS if isinstance(problem, algorithmic.AlgorithmicAddition) else None
+    separator = addition_separator(problem)
     decoder = MeanByIndex(last)
     encoder = [MeanByIndex(last) for _ in range(1 if separator is None else 2)]
     examples = examples_of(problem, split, num_samples, seed)

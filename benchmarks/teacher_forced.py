@@ -98,16 +98,40 @@ def digit_kind_lines(hypotheses, references, kinds):
     return lines + line(f"{'all lengths':<24}", 1, float("inf"))
 
 
+class MeanByIndex:
+    """Running means of values by their index in a string, indices >= `last` pooled into one."""
+
+    def __init__(self, last=10):
+        self.last = last
+        self.sums, self.counts = np.zeros(last + 1), np.zeros(last + 1)
+
+    def add_at(self, index, value):
+        self.sums[min(index, self.last)] += value
+        self.counts[min(index, self.last)] += 1
+
+    def add(self, values):
+        for index, value in enumerate(values):
+            self.add_at(index, value)
+
+    def line(self, label):
+        cells = [f"{i}{'+' if i == self.last else ''} {self.sums[i] / self.counts[i]:.2f}"
+                 for i in range(self.last + 1) if self.counts[i]]
+        return f"  {label}: " + ", ".join(cells)
+
+
 def both_operands_by_index_line(hypotheses, references, kinds, last=10):
     """Char accuracy of the digits that need both operands by their index in the sum (indices >= `last` pooled)."""
-    correct, counts = np.zeros(last + 1), np.zeros(last + 1)
+    accuracy = MeanByIndex(last)
     for hypothesis, reference, kind in zip(hypotheses, references, kinds):
         for i, (h, r, k) in enumerate(zip(hypothesis, reference, kind)):
             if k == 0:
-                correct[min(i, last)] += h == r
-                counts[min(i, last)] += 1
-    cells = [f"{i}{'+' if i == last else ''} {correct[i] / counts[i]:.2f}" for i in range(last + 1) if counts[i]]
-    return "  both operands by digit index: " + ", ".join(cells)
+                accuracy.add_at(i, h == r)
+    return accuracy.line("both operands by digit index")
+
+
+def addition_separator(problem):
+    """The id between an addition's operands; None for a problem that is not an addition."""
+    return problem.base + NUM_RESERVED_IDS if isinstance(problem, algorithmic.AlgorithmicAddition) else None
 
 
 def add_run_arguments(parser):
@@ -148,7 +172,7 @@ def main(argv=None):
     print("\n".join(scoring.report("accuracy", hypotheses, references)))
     if args.digit_kinds:
         examples = examples_of(problem, args.split, args.num_samples, args.seed)
-        separator = problem.base + NUM_RESERVED_IDS
+        separator = addition_separator(problem)
         kinds = [digit_kinds(e["inputs"], separator) for e in examples.as_numpy_iterator()]
         print("by digit kind:")
         print("\n".join(digit_kind_lines(hypotheses, references, kinds)))
