@@ -218,6 +218,12 @@ def checkpoint_step(task, model, args):
     return int(found.group(1)) if found else 0
 
 
+def _pair_text(key):
+    """A pair as the report names it: "addition / transformer seed 2"."""
+    task, model, seed = _keys(key)
+    return f"{TASKS[task]} / {model} seed {seed}"
+
+
 def run_one(task, model, args):
     """Trains and decodes one pair; returns (char accuracy, seq accuracy, seconds, ponder time or None)."""
     run_dir = os.path.join(args.work_dir, run_name(task, model, args))
@@ -429,8 +435,9 @@ def _steps_text(tasks, args):
     return f"{common_steps} steps" + (f" ({', '.join(others)})" if others else "")
 
 
-def report(results, args, seconds, unfinished=()):
-    """The README section; `unfinished` (pairs without a result at these steps) are named below the table."""
+def report(results, args, seconds, unfinished=(), failed=()):
+    """The README section; `unfinished` (pairs without a result at these steps) are named below the table, with
+    those of them that `failed` in this invocation marked."""
     rows = []
     tasks = [_keys(key)[0] for key in [*results, *unfinished]]
     for key, (char, seq, took, ponder) in results.items():
@@ -489,8 +496,9 @@ def report(results, args, seconds, unfinished=()):
              "the longer operand gets these right, and they are 73% of the digits at 201-400):", "", kind_table]
             if kind_table else []) + ([
             "", "Not finished (resumable; their latest checkpoints): " + ", ".join(
-                f"{TASKS[key[0]]} / {key[1]} seed {_keys(key)[2]} at step "
+                f"{_pair_text(key)} at step "
                 f"{checkpoint_step(key[0], key[1], with_seed(args, _keys(key)[2]))} of {steps_for(key[0], args)}"
+                + (" (failed in this invocation: its log says why)" if key in failed else "")
                 for key in unfinished) + "."] if unfinished else []) + [
             "", "Training-batch token accuracy (lengths <= 40) by step, from the trainers' TensorBoard events, "
             "finished and unfinished pairs alike (whether and when each model learned the task):", "",
@@ -569,7 +577,7 @@ def main(argv=None):
         if warmup and warmup[1] >= steps_for(task, args):
             raise SystemExit(f"error: --offsets_warmup={args.offsets_warmup}: {task} trains for "
                              f"{steps_for(task, args)} steps in all, not more than the warm-up's {warmup[1]}")
-    unfinished = []
+    unfinished, failed = [], {}
     if args.report_only:
         found = {run: finished(*run[:2], with_seed(args, run[2])) for run in runs}
         results = {run: result for run, result in found.items() if result is not None}
@@ -578,15 +586,21 @@ def main(argv=None):
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             futures = {run: pool.submit(run_one, *run[:2], with_seed(args, run[2])) for run in runs}
             for run in runs:  # In order, so the log reads task by task.
-                results[run] = futures[run].result()
+                try:
+                    results[run] = futures[run].result()
+                except Exception as error:  # pylint: disable=broad-except  # The other pairs' results still stand.
+                    failed[run] = error
+                    print(f"error: {_pair_text(run)} failed: {error}", file=sys.stderr, flush=True)
+                    continue
                 print(*run, results[run], flush=True)
-    text = report(results, args, time.perf_counter() - began, unfinished)
+        unfinished = list(failed)
+    text = report(results, args, time.perf_counter() - began, unfinished, failed)
     print(text)
     if args.write:
         common.replace_section(args.section, text)
     if args.record and results:
         common.record("length_generalisation", record_rows(results, args), description=RESULTS_DESCRIPTION)
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 import time
 import types
 
@@ -51,6 +53,31 @@ def test_length_generalisation_report_puts_paper_rows_beside_ours(tmp_path):
                                                              "0.96 / 0.46", "8.00"]
     # No log for this pair: the log's cells stay empty; the paper's Transformer addition row is 0.07 / 0.00.
     assert [c.strip() for c in table[3].split("|")[3:11]] == ["1", "", "", "", "", "0.10", "0.00", "0.07 / 0.00"]
+
+
+def test_length_generalisation_reports_the_other_pairs_when_one_fails(tmp_path):
+    """A pair whose trainer fails is named (one `error:` line, status 1) and the pairs that finished keep their
+    rows: the report used to die with the first failure, after the others had trained for hours."""
+    args = types.SimpleNamespace(work_dir=str(tmp_path), train_steps="10", num_samples=100, hparams="")
+    done = tmp_path / length_generalisation.run_name("reverse", "transformer", args)
+    done.mkdir()
+    (done / "result.json").write_text(json.dumps({"setting": {"train_steps": 10, "num_samples": 100},
+                                                  "result": [0.5, 0.1, 60.0, None]}))
+    (done / "teacher_forced_100.txt").write_text(f"teacher-forced, {done}/ckpt-10, eval split\n" + _DECODER_OUTPUT)
+    (tmp_path / (done.name + ".log")).write_text(_DECODER_OUTPUT)
+    script = os.path.join(_BENCHMARKS, "length_generalisation.py")
+    ran = subprocess.run([sys.executable, script, "--tasks", "reverse", "--models", "transformer,universal_transformer",
+                          "--train_steps", "10", "--num_samples", "100", "--jobs", "2", "--work_dir", str(tmp_path),
+                          "--hparams", "universal_transformer:no_such_hparam=1"],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert ran.returncode == 1, ran.stderr
+    errors = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "reverse / universal_transformer seed 1 failed" in errors[0]
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in ran.stdout.split("Not finished")[0].splitlines()
+            if line.startswith("| reverse ")]
+    assert [row[:2] + row[4:9] for row in rows] == [["reverse", "transformer", "0.14", "0.01", "0.01", "0.50", "0.10"]]
+    assert ("reverse / universal_transformer seed 1 at step 0 of 10 (failed in this invocation: its log says why)"
+            in ran.stdout)
 
 
 def test_length_generalisation_seeds_and_offsets_have_runs_of_their_own(tmp_path):
