@@ -49,10 +49,11 @@ def examples_of(problem, split, num_samples, seed=0):
 
 
 def predictions(model, problem, split, num_samples, batch_size=10, seed=0):
-    """(hypotheses, references): per example, the teacher-forced argmax ids and the reference ids (no EOS)."""
+    """(hypotheses, references, inputs): per example, the teacher-forced argmax ids, the reference ids (no EOS)
+    and the input ids (padded to the batch's longest)."""
     examples = examples_of(problem, split, num_samples, seed)
     padded = {"inputs": PAD_ID, "targets": PAD_ID}
-    hypotheses, references = [], []
+    hypotheses, references, inputs = [], [], []
     for batch in examples.padded_batch(batch_size, padding_values=padded).as_numpy_iterator():
         logits = model(batch, training=False)
         argmax = np.argmax(np.asarray(logits), axis=-1)
@@ -60,7 +61,8 @@ def predictions(model, problem, split, num_samples, batch_size=10, seed=0):
             length = int(np.sum((target != PAD_ID) & (target != EOS_ID)))
             references.append(target[:length].tolist())
             hypotheses.append(predicted[:length].tolist())
-    return hypotheses, references
+        inputs.extend(batch["inputs"].tolist())
+    return hypotheses, references, inputs
 
 
 DIGIT_KINDS = ("both operands", "one operand", "final carry")
@@ -166,14 +168,13 @@ def main(argv=None):
     model, problem, path = load_run(parser, args)
     if args.digit_kinds and not isinstance(problem, algorithmic.AlgorithmicAddition):
         parser.error(f"--digit_kinds is for the addition problems, not {problem.name}")
-    hypotheses, references = predictions(model, problem, args.split, args.num_samples, seed=args.seed)
+    hypotheses, references, inputs = predictions(model, problem, args.split, args.num_samples, seed=args.seed)
     seeded = f" (seed {args.seed})" if args.split == "train" else ""
     print(f"teacher-forced, {path}, {args.split} split{seeded}")
     print("\n".join(scoring.report("accuracy", hypotheses, references)))
     if args.digit_kinds:
-        examples = examples_of(problem, args.split, args.num_samples, args.seed)
         separator = addition_separator(problem)
-        kinds = [digit_kinds(e["inputs"], separator) for e in examples.as_numpy_iterator()]
+        kinds = [digit_kinds(example_inputs, separator) for example_inputs in inputs]
         print("by digit kind:")
         print("\n".join(digit_kind_lines(hypotheses, references, kinds)))
         print(both_operands_by_index_line(hypotheses, references, kinds))

@@ -219,10 +219,11 @@ def test_teacher_forced_predicts_each_symbol_from_the_true_ones_before_it():
     keras.utils.set_random_seed(3)
     problem = registry.problem("algorithmic_reverse_decimal40")
     model = trainer.build_model(registry.hparams("transformer_cpu"), problem)
-    hypotheses, references = teacher_forced.predictions(model, problem, "eval", 4, batch_size=4)
+    hypotheses, references, inputs = teacher_forced.predictions(model, problem, "eval", 4, batch_size=4)
     examples = list(problem.dataset("eval").take(4).as_numpy_iterator())
     assert len({len(e["targets"]) for e in examples}) > 1  # Padded in the batch.
     assert references == [e["targets"][:-1].tolist() for e in examples]
+    assert [i[:len(e["inputs"])] for i, e in zip(inputs, examples)] == [e["inputs"].tolist() for e in examples]
     for example, hypothesis in zip(examples, hypotheses):
         alone = model({k: v[None] for k, v in example.items()}, training=False)
         assert hypothesis == np.argmax(np.asarray(alone)[0], -1)[:-1].tolist()
