@@ -577,7 +577,7 @@ def main(argv=None):
         if warmup and warmup[1] >= steps_for(task, args):
             raise SystemExit(f"error: --offsets_warmup={args.offsets_warmup}: {task} trains for "
                              f"{steps_for(task, args)} steps in all, not more than the warm-up's {warmup[1]}")
-    unfinished, failed = [], {}
+    unfinished, failed = [], []
     if args.report_only:
         found = {run: finished(*run[:2], with_seed(args, run[2])) for run in runs}
         results = {run: result for run, result in found.items() if result is not None}
@@ -589,11 +589,11 @@ def main(argv=None):
                 try:
                     results[run] = futures[run].result()
                 except Exception as error:  # pylint: disable=broad-except  # The other pairs' results still stand.
-                    failed[run] = error
+                    failed.append(run)
                     print(f"error: {_pair_text(run)} failed: {error}", file=sys.stderr, flush=True)
                     continue
                 print(*run, results[run], flush=True)
-        unfinished = list(failed)
+        unfinished = failed
     text = report(results, args, time.perf_counter() - began, unfinished, failed)
     print(text)
     if args.write:
