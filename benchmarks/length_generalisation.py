@@ -16,13 +16,14 @@ offsets and train as without them. `--offsets_warmup OFFSETS@STEPS` trains the f
 the rest with `--offsets` (a curriculum over the offsets' range; ours, not the paper's). Beside the decoded
 accuracy, each finished pair's teacher-forced accuracy by length is measured (`benchmarks/teacher_forced.py`,
 tensor2tensor's evaluation metric). `--seeds` trains each pair with each seed; the table then gives every seed's
-row and the mean +- std over seeds. Runs live in `--work_dir` (kept: a finished pair's `result.json` is reused
-when its steps and samples match; an unfinished one resumes from its checkpoint). `--jobs 2` runs two pairs at
-once, each with TensorFlow on one thread (a core each on a two-core machine). `--report_only` trains nothing: it
-tabulates the pairs finished so far and names the others with their latest checkpoint's step (long runs span
-sessions). The paper's figures (Transformer and UT, trained far longer at base size) are printed beside ours.
-`--record` appends every finished pair's accuracy by length bucket to benchmarks/results/length_generalisation.json,
-which `benchmarks/plots.py` draws.
+row and the mean +- std over seeds. Runs live in `--work_dir` (kept: a finished pair's figures are reused when
+its steps and samples match, and kept per steps and samples, `RUN/results/steps20000_samples100/`, so a run
+trained on to more steps keeps those of the fewer; an unfinished one resumes from its checkpoint). `--jobs 2`
+runs two pairs at once, each with TensorFlow on one thread (a core each on a two-core machine). `--report_only`
+trains nothing: it tabulates the pairs finished so far and names the others with their latest checkpoint's
+step (long runs span sessions). The paper's figures (Transformer and UT, trained far longer at base size) are
+printed beside ours. `--record` appends every finished pair's accuracy by length bucket to
+benchmarks/results/length_generalisation.json, which `benchmarks/plots.py` draws.
 """
 
 import argparse
@@ -198,12 +199,48 @@ def steps_for(task, args):
 
 def finished(task, model, args):
     """The saved result of a pair trained and decoded with these `--train_steps` and `--num_samples`, or None."""
-    saved = os.path.join(args.work_dir, run_name(task, model, args), "result.json")
-    if not os.path.exists(saved):
-        return None
-    with open(saved, encoding="utf-8") as f:
-        previous = json.load(f)
-    return tuple(previous["result"]) if previous["setting"] == _setting(task, args) else None
+    saved = _saved(task, model, args)
+    return tuple(saved["result"]) if saved else None
+
+
+def _setting_dir(task, model, args, setting=None):
+    """Where the pair's figures at these `--train_steps` and `--num_samples` (or `setting`) are kept
+    (`RUN/results/steps20000_samples100`): a run trained on to more steps keeps its earlier figures beside the new."""
+    setting = setting or _setting(task, args)
+    return os.path.join(args.work_dir, run_name(task, model, args), "results",
+                        f"steps{setting['train_steps']}_samples{setting['num_samples']}")
+
+
+def _saved(task, model, args):
+    """The pair's saved figures at these steps and samples ({"setting", "result", "buckets", "train_accuracy"}),
+    or None. A run finished before the figures were kept per setting has one `RUN/result.json`, of its last
+    setting, without "buckets" and "train_accuracy" (the last in the pair's log are its)."""
+    for saved in (os.path.join(_setting_dir(task, model, args), "result.json"),
+                  os.path.join(args.work_dir, run_name(task, model, args), "result.json")):
+        previous = json.loads(_read(saved) or "null")
+        if previous and previous["setting"] == _setting(task, args):
+            return previous
+    return None
+
+
+def _keep_older_result(task, model, args):
+    """Before a run finished without per-setting figures (one `RUN/result.json`) trains on: its figures, with the
+    decoded accuracy by length and the training accuracy that are the last in the pair's log now (training on
+    appends newer ones) and its teacher-forced cache, move to a setting directory of their own."""
+    run_dir = os.path.join(args.work_dir, run_name(task, model, args))
+    older = json.loads(_read(os.path.join(run_dir, "result.json")) or "null")
+    if not older:
+        return
+    target = _setting_dir(task, model, args, older["setting"])
+    os.makedirs(target, exist_ok=True)
+    forced = os.path.join(run_dir, f"teacher_forced_{older['setting']['num_samples']}.txt")
+    if f"/ckpt-{older['setting']['train_steps']}," in _read(forced).partition("\n")[0]:
+        os.replace(forced, os.path.join(target, "teacher_forced.txt"))
+    accuracy = TRAIN_ACCURACY.findall(_log_of(task, model, args))
+    _write(os.path.join(target, "result.json"), json.dumps({
+        **older, "buckets": length_buckets(_log_of(task, model, args)),
+        "train_accuracy": float(accuracy[-1]) if accuracy else None}))
+    os.remove(os.path.join(run_dir, "result.json"))
 
 
 def _setting(task, args):
@@ -228,24 +265,28 @@ def run_one(task, model, args):
     """Trains and decodes one pair; returns (char accuracy, seq accuracy, seconds, ponder time or None)."""
     run_dir = os.path.join(args.work_dir, run_name(task, model, args))
     log = run_dir + ".log"
-    saved = os.path.join(run_dir, "result.json")
+    setting_dir = _setting_dir(task, model, args)
     previous = finished(task, model, args)
     if previous is not None:
         return previous
     threads = 1 if args.jobs > 1 else 0
+    _keep_older_result(task, model, args)
     start_after_warmup(task, model, args, run_dir, threads)
     with common.RunClock(run_dir) as clock:
         trained = _train(task, model, args, run_dir, steps_for(task, args), threads)
     began = time.perf_counter()
+    os.makedirs(setting_dir, exist_ok=True)
     decoded = common.run_cli(
         "decoder", f"--output_dir={run_dir}", "--decode_split=eval",
-        "--decode_to_file=" + os.path.join(run_dir, "decoded_eval.txt"),
+        "--decode_to_file=" + os.path.join(setting_dir, "decoded_eval.txt"),
         f"--decode_hparams=beam_size=1,batch_size=50,num_samples={args.num_samples}", log=log, threads=threads)
     char, seq = (float(v) for v in ACCURACY.search(decoded).groups())
     ponder = PONDER.findall(trained)
     result = (char, seq, clock.total + time.perf_counter() - began, float(ponder[-1]) if ponder else None)
-    with open(saved, "w", encoding="utf-8") as f:
-        json.dump({"setting": _setting(task, args), "result": result}, f)
+    accuracy = TRAIN_ACCURACY.findall(_read(log))
+    _write(os.path.join(setting_dir, "result.json"), json.dumps({
+        "setting": _setting(task, args), "result": result, "buckets": length_buckets(decoded),
+        "train_accuracy": float(accuracy[-1]) if accuracy else None}))
     teacher_forced(task, model, args)
     return result
 
@@ -301,27 +342,32 @@ def start_after_warmup(task, model, args, run_dir, threads):
 def teacher_forced(task, model, args):
     """{"201-400": (char, seq), ...}: the finished pair's teacher-forced accuracy by reference length on the
     strings it decoded (`benchmarks/teacher_forced.py`: each symbol predicted from the true ones before it, as
-    tensor2tensor's trainer evaluates), measured once per final checkpoint; {} for an unfinished pair or one
-    whose checkpoints are gone."""
+    tensor2tensor's trainer evaluates), measured once, at the checkpoint of these `--train_steps` (so a run
+    trained on since keeps its figures at this step count); {} for an unfinished pair or one whose checkpoint of
+    that step is gone."""
     if finished(task, model, args) is None:
         return {}
-    run_dir = os.path.join(args.work_dir, run_name(task, model, args))
+    checkpoint = os.path.join(args.work_dir, run_name(task, model, args), f"ckpt-{steps_for(task, args)}")
     path = _teacher_forced_path(task, model, args)
     cached = _read(path)
     if (f"/ckpt-{steps_for(task, args)}," not in cached.partition("\n")[0]
             or (task == "addition" and "by digit kind:" not in cached)):
         if os.path.exists(path):
-            os.remove(path)  # Measured at an earlier checkpoint (the run has trained on since), or without kinds.
-        if not os.path.exists(os.path.join(run_dir, "checkpoint")):
+            os.remove(path)  # Measured at another checkpoint (before figures were kept per setting), or without kinds.
+        if not os.path.exists(checkpoint + ".index"):
             return {}
-        common.run_python(TEACHER_FORCED, f"--output_dir={run_dir}", "--split=eval",
-                          f"--num_samples={args.num_samples}", *(["--digit_kinds"] if task == "addition" else []),
+        common.run_python(TEACHER_FORCED, f"--output_dir={os.path.dirname(checkpoint)}",
+                          f"--checkpoint_path={checkpoint}", "--split=eval", f"--num_samples={args.num_samples}",
+                          *(["--digit_kinds"] if task == "addition" else []),
                           log=path, threads=1 if args.jobs > 1 else 0, name="teacher_forced.py")
     return length_buckets(_read(path))
 
 
 def _teacher_forced_path(task, model, args):
-    """Where a pair's teacher-forced figures are cached (teacher_forced.py's output)."""
+    """Where a pair's teacher-forced figures are cached (teacher_forced.py's output): beside its figures at these
+    steps and samples, or, for a run finished before those were kept per setting, in the run's directory."""
+    if os.path.exists(os.path.join(_setting_dir(task, model, args), "result.json")):
+        return os.path.join(_setting_dir(task, model, args), "teacher_forced.txt")
     return os.path.join(args.work_dir, run_name(task, model, args), f"teacher_forced_{args.num_samples}.txt")
 
 
@@ -359,6 +405,13 @@ def digit_kind_table(results, args):
                                  rows, align="llr" + "r" * len(SHOWN_BUCKETS) * len(SHOWN_KINDS))
 
 
+def _write(path, text):
+    """Writes `text` to `path` whole or not at all (a kill mid-write leaves no half a result to be reused)."""
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
 def _read(path):
     try:
         with open(path, encoding="utf-8") as f:
@@ -372,11 +425,20 @@ def _log_of(task, model, args):
 
 
 def _buckets_of(task, model, args):
+    """The finished pair's decoded accuracy by reference length, at these steps (from the pair's log for a run
+    finished before figures were kept per setting)."""
+    saved = _saved(task, model, args) or {}
+    if "buckets" in saved:
+        return {name: tuple(values) for name, values in saved["buckets"].items()}
     return length_buckets(_log_of(task, model, args))
 
 
 def _training_accuracy(task, model, args):
-    """The last training batch's teacher-forced accuracy (lengths <= 40): has the model learned the task?"""
+    """The last training batch's teacher-forced accuracy (lengths <= 40) at these steps: has the model learned the
+    task? (An older run's log gives its latest.)"""
+    saved = _saved(task, model, args) or {}
+    if saved.get("train_accuracy") is not None:
+        return f"{saved['train_accuracy']:.2f}"
     found = TRAIN_ACCURACY.findall(_log_of(task, model, args))
     return f"{float(found[-1]):.2f}" if found else ""
 
@@ -411,7 +473,7 @@ def seed_summary(results, args):
     for key, (char, seq, _, _) in results.items():
         task, model, seed = _keys(key)
         seed_args = with_seed(args, seed)
-        far = length_buckets(_log_of(task, model, seed_args)).get(SHOWN_BUCKETS[-1])
+        far = _buckets_of(task, model, seed_args).get(SHOWN_BUCKETS[-1])
         forced = teacher_forced(task, model, seed_args).get(SHOWN_BUCKETS[-1])
         by_pair.setdefault((task, model), []).append((seed, char, seq, far, forced))
     if all(len(runs) == 1 for runs in by_pair.values()):

@@ -141,6 +141,83 @@ def test_length_generalisation_seeds_and_offsets_have_runs_of_their_own(tmp_path
     assert [c.strip() for c in first_row.split("|")[5:8]] == ["0.14", "0.90", "0.95"]
 
 
+def _fake_tools(monkeypatch, calls):
+    """The trainer, decoder and teacher_forced.py as length_generalisation calls them, without TensorFlow: the
+    trainer's accuracy and the decoder's 11-40 figure are the steps trained / 1000, a checkpoint per run."""
+    def run_cli(module, *args, log, threads=0):  # pylint: disable=unused-argument
+        flags = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
+        run_dir = flags["output_dir"]
+        if module == "trainer":
+            steps = int(flags["train_steps"])
+            os.makedirs(run_dir, exist_ok=True)
+            open(os.path.join(run_dir, f"ckpt-{steps}.index"), "w").close()
+            text = f"step {steps}/{steps}  loss 0.5  accuracy {steps / 1000:.4f}  lr 0.01\n"
+        else:
+            steps = max(int(n[5:-6]) for n in os.listdir(run_dir) if n.endswith(".index"))
+            text = _DECODER_OUTPUT.replace("0.1399", f"{steps / 1000:.4f}")
+        calls.append((module, steps))
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(text)
+        return text
+
+    def run_python(script, *args, log, threads=0, name=""):  # pylint: disable=unused-argument
+        checkpoint = next(a.split("=", 1)[1] for a in args if a.startswith("--checkpoint_path="))
+        calls.append(("teacher_forced", checkpoint))
+        with open(log, "w", encoding="utf-8") as f:
+            f.write(f"teacher-forced, {checkpoint}, eval split\n"
+                    + _DECODER_OUTPUT.replace("0.0148", f"{int(checkpoint.rsplit('-', 1)[1]) / 1000:.4f}"))
+
+    monkeypatch.setattr(length_generalisation.common, "run_cli", run_cli)
+    monkeypatch.setattr(length_generalisation.common, "run_python", run_python)
+
+
+def _row_at(steps, tmp_path):
+    """The report's row of copy / transformer with --train_steps `steps`: train acc, 11-40, 201-400 teacher-forced."""
+    args = types.SimpleNamespace(work_dir=str(tmp_path), train_steps=str(steps), num_samples=100, jobs=1, seed=1)
+    result = length_generalisation.finished("identity", "transformer", args)
+    assert result is not None, f"no figures at {steps} steps"
+    row = length_generalisation.report({("identity", "transformer"): result}, args, 1.0).split(
+        "| copy ")[1].split("|")
+    return [c.strip() for c in (row[3], row[4], row[6])]
+
+
+def test_length_generalisation_keeps_each_step_counts_figures(tmp_path, monkeypatch):
+    """A pair trained on from 200 to 300 steps keeps its figures at 200 (decoded, training accuracy, teacher-forced
+    at ckpt-200): a continuation used to write over them, so a report of the shorter budget could not be made."""
+    calls = []
+    _fake_tools(monkeypatch, calls)
+    for steps in (200, 300):
+        args = types.SimpleNamespace(work_dir=str(tmp_path), train_steps=str(steps), num_samples=100, jobs=1, seed=1)
+        length_generalisation.run_one("identity", "transformer", args)
+    assert _row_at(200, tmp_path) == ["0.20", "0.20", "0.20"]
+    assert _row_at(300, tmp_path) == ["0.30", "0.30", "0.30"]
+    assert ("teacher_forced", str(tmp_path / "identity_transformer" / "ckpt-200")) in calls
+    calls.clear()
+    length_generalisation.run_one("identity", "transformer", args)  # Finished: nothing runs again.
+    assert calls == []
+
+
+def test_length_generalisation_files_an_older_runs_figures_before_it_trains_on(tmp_path, monkeypatch):
+    """A run finished before figures were kept per step count (one RUN/result.json; its accuracy by length and
+    training accuracy the last in its log) keeps them when it is trained on."""
+    run = tmp_path / "identity_transformer"
+    run.mkdir()
+    (run / "ckpt-200.index").write_text("")
+    (run / "result.json").write_text(json.dumps({"setting": {"train_steps": 200, "num_samples": 100},
+                                                 "result": [0.1, 0.0, 60.0, None]}))
+    (tmp_path / "identity_transformer.log").write_text(
+        "step 200/200  loss 0.5  accuracy 0.2000  lr 0.01\n" + _DECODER_OUTPUT.replace("0.1399", "0.2000"))
+    (run / "teacher_forced_100.txt").write_text(f"teacher-forced, {run}/ckpt-200, eval split\n"
+                                                + _DECODER_OUTPUT.replace("0.0148", "0.2000"))
+    assert _row_at(200, tmp_path) == ["0.20", "0.20", "0.20"]
+    _fake_tools(monkeypatch, calls := [])
+    length_generalisation.run_one("identity", "transformer", types.SimpleNamespace(
+        work_dir=str(tmp_path), train_steps="300", num_samples=100, jobs=1, seed=1))
+    assert [c[0] for c in calls] == ["trainer", "decoder", "teacher_forced"]
+    assert _row_at(200, tmp_path) == ["0.20", "0.20", "0.20"]
+    assert _row_at(300, tmp_path) == ["0.30", "0.30", "0.30"]
+
+
 def test_length_generalisation_splits_addition_by_the_operands_each_digit_needs(tmp_path):
     """An addition pair's teacher-forced accuracy by digit kind (cached with its teacher-forced figures) gets a
     table of its own: a model that copies the longer operand scores on "one operand" only."""
