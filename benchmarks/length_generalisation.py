@@ -107,9 +107,10 @@ def offsets_setting(text, model):
 def warmup_of(model, args):
     """(args of the pair's warm-up run, its steps), or None without `--offsets_warmup` or for a relative model.
 
-    `--offsets_warmup OFFSETS@STEPS` (e.g. `shared:40@6000`) trains the first STEPS steps with OFFSETS: the run of
-    `--offsets OFFSETS --train_steps STEPS`, reused where it exists. The pair's own run continues a copy of it at
-    step STEPS with `--offsets`: a curriculum over the offsets' range (ours; the paper draws from one range).
+    `--offsets_warmup OFFSETS@STEPS` (e.g. `shared:40@6000`, or `none@12000`: first without offsets) trains the
+    first STEPS steps with OFFSETS: the run of `--offsets OFFSETS --train_steps STEPS`, reused where it exists.
+    The pair's own run continues a copy of it at step STEPS with `--offsets`: a curriculum over the offsets'
+    range (ours; the paper draws from one range).
     """
     text = getattr(args, "offsets_warmup", None)
     if not text:
@@ -118,8 +119,9 @@ def warmup_of(model, args):
     if not at or not steps.isdigit() or int(steps) < 1 or getattr(args, "offsets", "none") == "none":
         raise SystemExit(f"error: --offsets_warmup={text}: give OFFSETS@STEPS (e.g. shared:40@6000) beside "
                          "--offsets, the range it widens to")
-    if not offsets_setting(offsets, model)[0]:
-        return None
+    offsets_setting(offsets, model)  # A bad OFFSETS is an error.
+    if not offsets_setting(args.offsets, model)[0]:
+        return None  # The pair reads no offsets (a relative model): nothing to warm up.
     return argparse.Namespace(**{**vars(args), "offsets": offsets, "offsets_warmup": None}), int(steps)
 
 
@@ -156,8 +158,8 @@ def run_name(task, model, args, seed=None):
     offsets = offsets_setting(getattr(args, "offsets", "none"), model)[1]
     warmup = warmup_of(model, args)
     if warmup:  # e.g. _offsets_shared40_to_shared400_at6000
-        offsets = (offsets_setting(warmup[0].offsets, model)[1] + "_to" + offsets.replace("_offsets", "")
-                   + f"_at{warmup[1]}")
+        offsets = ((offsets_setting(warmup[0].offsets, model)[1] or "_offsets_none") + "_to"
+                   + offsets.replace("_offsets", "") + f"_at{warmup[1]}")
     return (f"{task}_{model}" + offsets
             + ("_" + re.sub(r"[^A-Za-z0-9._]+", "-", extra) if extra else "") + (f"_s{seed}" if seed != 1 else ""))
 
@@ -622,9 +624,9 @@ def main(argv=None):
     parser.add_argument("--offsets", default="none", help="position offsets in training: none, "
                         "random (tensor2tensor's), random:N, shared:N (one offset in [0, N) per batch for the "
                         "encoder, decoder and every step) or step")
-    parser.add_argument("--offsets_warmup", help="OFFSETS@STEPS, e.g. shared:40@6000: train the first STEPS steps "
-                        "with OFFSETS (that run is reused where it exists), then go on with --offsets (a curriculum "
-                        "over the offsets' range; ours, not the paper's)")
+    parser.add_argument("--offsets_warmup", help="OFFSETS@STEPS, e.g. shared:40@6000 or none@12000: train the "
+                        "first STEPS steps with OFFSETS (that run is reused where it exists), then go on with "
+                        "--offsets (a curriculum over the offsets' range; ours, not the paper's)")
     args = parser.parse_args(argv)
     os.makedirs(args.work_dir, exist_ok=True)
     if not args.report_only:

@@ -274,6 +274,14 @@ def test_offsets_warmup_continues_a_copy_of_the_narrow_range_run_with_the_wide_r
     (run / "ckpt-6000.index").write_text("trained on")  # Once copied, never again: the run resumes itself.
     length_generalisation.start_after_warmup("reverse", "transformer", args, str(run), threads=1)
     assert (run / "ckpt-6000.index").read_text() == "trained on"
+    # A warm-up without offsets (learn the task first, then widen): it used to be dropped without a word, the
+    # pair training with shared:400 from its first step under the name of a plain run with offsets.
+    plain_first = types.SimpleNamespace(**{**vars(args), "offsets_warmup": "none@6000"})
+    assert length_generalisation.warmup_of("transformer", plain_first)[1] == 6000
+    assert name("reverse", "transformer", plain_first) == "reverse_transformer_offsets_none_to_shared400_at6000"
+    assert name("reverse", "transformer", length_generalisation.warmup_of("transformer", plain_first)[0]) == \
+        "reverse_transformer"
+    assert length_generalisation.warmup_of("transformer_rel", plain_first) is None
     for bad in ("shared:40", "shared:40@x"):
         with pytest.raises(SystemExit, match="--offsets_warmup"):
             length_generalisation.warmup_of("transformer", types.SimpleNamespace(offsets="shared:400",
