@@ -38,6 +38,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402  pylint: disable=wrong-import-position
+from t2t_relpos import files  # noqa: E402  pylint: disable=wrong-import-position
 
 MODELS = {  # name -> hparams set (the CPU sets: 2+2 layers or 8 recurrent steps, width 64; the UTs pre-norm)
     "transformer": "transformer_cpu",
@@ -238,10 +239,9 @@ def _keep_older_result(task, model, args):
     forced = os.path.join(run_dir, f"teacher_forced_{older['setting']['num_samples']}.txt")
     if f"/ckpt-{older['setting']['train_steps']}," in _read(forced).partition("\n")[0]:
         os.replace(forced, os.path.join(target, "teacher_forced.txt"))
-    accuracy = TRAIN_ACCURACY.findall(_log_of(task, model, args))
-    _write(os.path.join(target, "result.json"), json.dumps({
-        **older, "buckets": length_buckets(_log_of(task, model, args)),
-        "train_accuracy": float(accuracy[-1]) if accuracy else None}))
+    log = _log_of(task, model, args)
+    _save(os.path.join(target, "result.json"), {
+        **older, "buckets": length_buckets(log), "train_accuracy": _last_train_accuracy(log)})
     os.remove(os.path.join(run_dir, "result.json"))
 
 
@@ -285,10 +285,9 @@ def run_one(task, model, args):
     char, seq = (float(v) for v in ACCURACY.search(decoded).groups())
     ponder = PONDER.findall(trained)
     result = (char, seq, clock.total + time.perf_counter() - began, float(ponder[-1]) if ponder else None)
-    accuracy = TRAIN_ACCURACY.findall(_read(log))
-    _write(os.path.join(setting_dir, "result.json"), json.dumps({
+    _save(os.path.join(setting_dir, "result.json"), {
         "setting": _setting(task, args), "result": result, "buckets": length_buckets(decoded),
-        "train_accuracy": float(accuracy[-1]) if accuracy else None}))
+        "train_accuracy": _last_train_accuracy(_read(log))})
     teacher_forced(task, model, args)
     return result
 
@@ -407,11 +406,16 @@ def digit_kind_table(results, args):
                                  rows, align="llr" + "r" * len(SHOWN_BUCKETS) * len(SHOWN_KINDS))
 
 
-def _write(path, text):
-    """Writes `text` to `path` whole or not at all (a kill mid-write leaves no half a result to be reused)."""
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
+def _save(path, figures):
+    """Writes `figures` as JSON to `path` whole or not at all (a kill mid-write leaves no half a result to reuse)."""
+    with files.atomic_write(path, what="the pair's result") as f:
+        json.dump(figures, f)
+
+
+def _last_train_accuracy(log):
+    """The last training batch's accuracy in a pair's log (a float), or None before the first progress line."""
+    found = TRAIN_ACCURACY.findall(log)
+    return float(found[-1]) if found else None
 
 
 def _read(path):
@@ -441,8 +445,8 @@ def _training_accuracy(task, model, args):
     saved = _saved(task, model, args) or {}
     if saved.get("train_accuracy") is not None:
         return f"{saved['train_accuracy']:.2f}"
-    found = TRAIN_ACCURACY.findall(_log_of(task, model, args))
-    return f"{float(found[-1]):.2f}" if found else ""
+    found = _last_train_accuracy(_log_of(task, model, args))
+    return "" if found is None else f"{found:.2f}"
 
 
 def training_curve(task, model, args):
