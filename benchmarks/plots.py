@@ -94,17 +94,24 @@ def length_rows(rows):
     return merged
 
 
+# Overrides a line's legend spells out in words (the offsets' range, pre-norm); any other is named as it is.
+_LABELLED = ("position_start_index", "position_offset_shared", "max_position_offset", "norm_position")
+
+
 def length_label(row):
     """A line's legend: the model, whether it trained with position offsets, its steps and seeds."""
     hparams = row.get("hparams", "")
     limit = re.search(r"max_position_offset=(\d+)", hparams)
     offsets = ("" if "position_start_index" not in hparams else
                f" + offsets in [0, {limit.group(1)})" if limit else " + offsets")
-    warmup = re.fullmatch(r"\w+:(\d+)@(\d+)", row.get("offsets_warmup") or "")
-    if warmup and limit:  # A curriculum: the first steps with a narrower range.
-        offsets = f" + offsets in [0, {warmup.group(1)}) for {warmup.group(2)} steps, then [0, {limit.group(1)})"
+    warmup = re.fullmatch(r"(?:\w+:(\d+)|none)@(\d+)", row.get("offsets_warmup") or "")
+    if warmup and limit:  # A curriculum: the first steps with a narrower range, or without offsets.
+        first = f" + offsets in [0, {warmup.group(1)})" if warmup.group(1) else " without offsets"
+        offsets = f"{first} for {warmup.group(2)} steps, then in [0, {limit.group(1)})"
     offsets += " (pre-norm)" if "norm_position=pre" in hparams and not row["model"].startswith(
         ("universal", "adaptive")) else ""
+    others = [item for item in hparams.split(",") if item and item.partition("=")[0] not in _LABELLED]
+    offsets += f" ({', '.join(others)})" if others else ""  # Such as a UT's num_rec_steps=4.
     seeds = row["seeds"]
     unlearned = ("; did not learn the training lengths"
                  if row.get("train_accuracy") is not None and row["train_accuracy"] < 0.9 else "")
