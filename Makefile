@@ -51,11 +51,12 @@ demo: $(DEMO_STAMP)
 	@echo "== Next: your digits: echo 0123456789 | $(BIN)/t2t-relpos-decoder --output_dir=$(DEMO_DIR) --decode_from_file=-"
 	@echo "   then the README's quickstarts and the user guide in docs/guide/ (make docs builds it as a site)"
 
-# ruff first (ruff.toml; a finding fails the run), then the tests. The JAX backend is checked always (the test
-# extra installs it); PyTorch only where torch is installed.
+# ruff first (ruff.toml; a finding fails the run), then the tests, naming the 15 slowest (the suite is to stay under
+# ~15 minutes on 2 cores). The JAX backend is checked always (the test extra installs it); PyTorch only where torch
+# is installed.
 test: $(STAMP)
 	$(BIN)/ruff check .
-	T2T_RELPOS_REQUIRE_BACKENDS=jax $(BIN)/python -m pytest -q -n $(TEST_WORKERS) tests
+	T2T_RELPOS_REQUIRE_BACKENDS=jax $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=15 tests
 
 # Also the long checks marked `slow`.
 test-all: $(STAMP)
