@@ -571,7 +571,8 @@ def report(results, args, seconds, unfinished=(), failed=()):
             "", "Training-batch token accuracy (lengths <= 40) by step, from the trainers' TensorBoard events, "
             "finished and unfinished pairs alike (whether and when each model learned the task):", "",
             curve_table(list(results) + list(unfinished), args,
-                        _curve_steps(max((steps_for(task, args) for task in tasks), default=0)))])
+                        _curve_steps(max((steps_for(task, args) for task in tasks), default=0),
+                                     switch=_warmup_steps(args)))])
 
 
 def record_rows(results, args):
@@ -596,10 +597,20 @@ def record_rows(results, args):
     return rows
 
 
-def _curve_steps(train_steps):
-    """The steps shown: every 500 up to 2000 (where the models differ), then about eight more to the end."""
+def _curve_steps(train_steps, switch=None):
+    """The steps shown: every 500 up to 2000 (where the models differ), then about eight more to the end; with a
+    warm-up, also its last step (`switch`) and 500 steps after it, where the wider offsets set in."""
     every = max(1000, train_steps // 8 // 1000 * 1000)
-    return [s for s in (500, 1000, 1500, 2000) if s <= train_steps] + list(range(3000, train_steps + 1, every))
+    steps = [s for s in (500, 1000, 1500, 2000) if s <= train_steps] + list(range(3000, train_steps + 1, every))
+    if switch and switch < train_steps:
+        steps = sorted({*steps, switch, switch + 500})
+    return steps
+
+
+def _warmup_steps(args):
+    """STEPS of `--offsets_warmup OFFSETS@STEPS`, or None."""
+    steps = (getattr(args, "offsets_warmup", None) or "").partition("@")[2]
+    return int(steps) if steps.isdigit() else None
 
 
 def main(argv=None):

@@ -282,6 +282,10 @@ def test_offsets_warmup_continues_a_copy_of_the_narrow_range_run_with_the_wide_r
     assert name("reverse", "transformer", length_generalisation.warmup_of("transformer", plain_first)[0]) == \
         "reverse_transformer"
     assert length_generalisation.warmup_of("transformer_rel", plain_first) is None
+    # The report's curve shows the warm-up's last step and the one after the switch (the drop the wider range makes).
+    assert length_generalisation._warmup_steps(plain_first) == 6000  # pylint: disable=protected-access
+    assert {6000, 6500} <= set(length_generalisation._curve_steps(12000, switch=6000))  # pylint: disable=protected-access
+    assert 6500 not in length_generalisation._curve_steps(12000)  # pylint: disable=protected-access
     for bad in ("shared:40", "shared:40@x"):
         with pytest.raises(SystemExit, match="--offsets_warmup"):
             length_generalisation.warmup_of("transformer", types.SimpleNamespace(offsets="shared:400",
