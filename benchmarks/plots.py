@@ -106,8 +106,9 @@ def length_label(row):
                f" + offsets in [0, {limit.group(1)})" if limit else " + offsets")
     warmup = re.fullmatch(r"(?:\w+:(\d+)|none)@(\d+)", row.get("offsets_warmup") or "")
     if warmup and limit:  # A curriculum: the first steps with a narrower range, or without offsets.
-        first = f" + offsets in [0, {warmup.group(1)})" if warmup.group(1) else " without offsets"
-        offsets = f"{first} for {warmup.group(2)} steps, then in [0, {limit.group(1)})"
+        first, then = ((f" + offsets in [0, {warmup.group(1)})", "in") if warmup.group(1) else
+                       (" without offsets", "offsets in"))
+        offsets = f"{first} for {warmup.group(2)} steps, then {then} [0, {limit.group(1)})"
     offsets += " (pre-norm)" if "norm_position=pre" in hparams and not row["model"].startswith(
         ("universal", "adaptive")) else ""
     others = [item for item in hparams.split(",") if item and item.partition("=")[0] not in _LABELLED]

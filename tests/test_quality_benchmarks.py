@@ -720,7 +720,7 @@ def test_the_plots_render_from_the_results_files_every_seed_and_the_best_runs(tm
     assert drawn["seeds"] == [2] and plots.length_label(drawn) == (
         "transformer_rel + offsets in [0, 40) for 6000 steps, then in [0, 400), 12000 steps, seed 2")
     assert plots.length_label(dict(drawn, offsets_warmup="none@14000")) == (  # First without offsets.
-        "transformer_rel without offsets for 14000 steps, then in [0, 400), 12000 steps, seed 2")
+        "transformer_rel without offsets for 14000 steps, then offsets in [0, 400), 12000 steps, seed 2")
     lengths.pop()
     lengths.append(dict(lengths[-1], seed=2, train_accuracy=0.3))
     assert plots.length_label(plots.length_rows(lengths)[0]).endswith("; did not learn the training lengths")
