@@ -8,6 +8,8 @@ os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")  # As the command-line
 
 import pytest  # pylint: disable=wrong-import-position
 
+pytest_plugins = ["xdist_groups"]
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long checks, left out of `make test` (a benchmark covers them)")
