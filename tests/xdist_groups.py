@@ -2,7 +2,8 @@
 
 Such fixtures train or export a model once for their module (30-70 s each on 2 cores). xdist's default `load`
 scheduling hands a module's tests to every worker, and each worker then builds the fixture again. Here `load`
-(the default of `-n N`) schedules such a module as one unit and every other test on its own, as `load` would.
+(the default of `-n N`) becomes xdist's scope scheduling with such a module as one unit and every other test a
+unit of its own.
 (`--dist loadgroup` with `xdist_group` marks would say the same, but it groups nothing on pytest 9.2 with
 pytest-xdist 3.8: pytest-dev/pytest-xdist#1386.)
 """
@@ -22,7 +23,8 @@ MARK = 'scope="module"'
 
 @functools.lru_cache(maxsize=None)
 def defines_a_module_fixture(path):
-    """Whether the test module at `path` defines a module-scoped fixture."""
+    """Whether the test module at `path` defines a module-scoped fixture: a search of its text, so a mention in a
+    string counts too (which costs only parallelism)."""
     try:
         with open(path, encoding="utf-8") as f:
             return MARK in f.read()
