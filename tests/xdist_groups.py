@@ -15,7 +15,7 @@ import pytest
 
 try:
     from xdist.scheduler import LoadScopeScheduling
-except ImportError:  # Without xdist there is nothing to schedule.
+except ImportError:  # Without xdist nothing calls the hook below; the class only needs a base.
     LoadScopeScheduling = object
 
 MARK = 'scope="module"'
@@ -42,6 +42,7 @@ class ModuleFixtureScheduling(LoadScopeScheduling):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    if config.getvalue("dist") == "load" and LoadScopeScheduling is not object:
+    # Called by xdist only, so LoadScopeScheduling is xdist's here.
+    if config.getvalue("dist") == "load":
         return ModuleFixtureScheduling(config, log)
     return None
