@@ -23,7 +23,9 @@ runs two pairs at once, each with TensorFlow on one thread (a core each on a two
 trains nothing: it tabulates the pairs finished so far and names the others with their latest checkpoint's
 step (long runs span sessions). The paper's figures (Transformer and UT, trained far longer at base size) are
 printed beside ours. `--record` appends every finished pair's accuracy by length bucket to
-benchmarks/results/length_generalisation.json, which `benchmarks/plots.py` draws.
+benchmarks/results/length_generalisation.json and its training curve (training accuracy by step, means over
+windows of 500 steps) to length_generalisation_curves.json, which `benchmarks/plots.py` draws; `--record=curves`
+appends the curves alone, for pairs whose accuracy is recorded already.
 """
 
 import argparse
@@ -62,6 +64,7 @@ TRAIN_ACCURACY = re.compile(r"^step \d+/\d+\s+loss [0-9.e+-]+\s+accuracy ([0-9.]
 BUCKET = re.compile(r"^\s+reference length\s+(\d+-\d+)\s+char_accuracy = ([0-9.]+)\s+seq_accuracy = ([0-9.]+)", re.M)
 # Buckets shown beside the overall figures: inside the training lengths, and the longest.
 SHOWN_BUCKETS = ("11-40", "201-400")
+CURVE_WINDOW = 500  # Steps over which a recorded training curve's points average the logged accuracies.
 # Teacher-forced accuracy by length (tensor2tensor's evaluation metric) of a finished pair's decoded strings.
 TEACHER_FORCED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "teacher_forced.py")
 RESULTS_DESCRIPTION = (
@@ -69,6 +72,12 @@ RESULTS_DESCRIPTION = (
     "the first num_samples evaluation strings (length 1-400) decoded greedily; char and seq accuracy over all of "
     "them and by reference-length bucket. Recorded by `benchmarks/length_generalisation.py --record`; rows copied "
     "from the tables of benchmarks/README.md say `code as of <date>`, and have only the buckets those tables gave.")
+
+CURVES_DESCRIPTION = (
+    "Training curves of the length-generalisation runs (trained on decimal strings of length <= 40): per finished "
+    "pair and seed, train_accuracy_by_step maps a step S to the mean training-batch token accuracy of the steps "
+    "the trainer logged in (S - curve_window, S]; a curriculum's (offsets_warmup) from step 0, its warm-up included. "
+    "Recorded by `benchmarks/length_generalisation.py --record`; drawn by benchmarks/plots.py.")
 
 
 def length_buckets(text):
@@ -597,6 +606,28 @@ def record_rows(results, args):
     return rows
 
 
+def curve_rows(results, args):
+    """Rows of benchmarks/results/length_generalisation_curves.json, one per finished pair: its training curve,
+    `train_accuracy_by_step` = {"500": mean training-batch token accuracy of the steps logged in (0, 500], "1000":
+    the same over (500, 1000], ...} up to the pair's steps (a curriculum's from step 0, its warm-up included)."""
+    rows = []
+    for key in results:
+        task, model, seed = _keys(key)
+        windows = {}
+        for step, value in training_curve(task, model, with_seed(args, seed)).items():
+            if 0 < step <= steps_for(task, args):
+                windows.setdefault(-(-step // CURVE_WINDOW) * CURVE_WINDOW, []).append(value)
+        rows.append({
+            "task": TASKS[task], "model": model, "hparams_set": MODELS[model], "train_steps": steps_for(task, args),
+            "hparams": overrides_of(model, args),
+            **({"offsets_warmup": args.offsets_warmup} if warmup_of(model, args) else {}),
+            "curve_window": CURVE_WINDOW,
+            "train_accuracy_by_step": {str(end): round(sum(values) / len(values), 3)
+                                       for end, values in sorted(windows.items())},
+            **common.provenance(seed=seed)})
+    return rows
+
+
 def _curve_steps(train_steps, switch=None):
     """The steps shown: every 500 up to 2000 (where the models differ), then about eight more to the end; with a
     warm-up, also its last step (`switch`) and 500 steps after it, where the wider offsets set in."""
@@ -628,8 +659,11 @@ def main(argv=None):
                         "comparisons of their own get sections of their own, leaving the main table alone")
     parser.add_argument("--title", help="the section's heading (default: Length generalisation (UT paper, "
                         "Table 4 protocol))")
-    parser.add_argument("--record", action="store_true", help="append every finished pair's accuracy by length to "
-                        "benchmarks/results/length_generalisation.json (drawn by benchmarks/plots.py)")
+    parser.add_argument("--record", nargs="?", const="all", choices=("all", "curves"),
+                        help="append every finished pair's accuracy by length to "
+                        "benchmarks/results/length_generalisation.json and its training curve to "
+                        "length_generalisation_curves.json (drawn by benchmarks/plots.py); --record=curves: the "
+                        "curves only (of pairs whose accuracy is recorded already)")
     parser.add_argument("--seeds", default="1", help="comma-separated seeds: each pair trains once per seed; "
                         "model:seeds entries (`;` between entries) give one model others, e.g. "
                         "1,2;adaptive_universal_transformer_rel:1,2,3,4")
@@ -678,7 +712,9 @@ def main(argv=None):
     if args.write:
         common.replace_section(args.section, text)
     if args.record and results:
-        common.record("length_generalisation", record_rows(results, args), description=RESULTS_DESCRIPTION)
+        if args.record == "all":
+            common.record("length_generalisation", record_rows(results, args), description=RESULTS_DESCRIPTION)
+        common.record("length_generalisation_curves", curve_rows(results, args), description=CURVES_DESCRIPTION)
     return 1 if failed else 0
 
 

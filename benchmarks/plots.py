@@ -1,6 +1,6 @@
 """The benchmark report's plots of quality, drawn from the results files under benchmarks/results/.
 
-    .venv/bin/python benchmarks/plots.py [--only length_generalisation,babi,translate_small]
+    .venv/bin/python benchmarks/plots.py [--only length_generalisation,length_generalisation_curves,babi,...]
         [--results_dir benchmarks/results] [--out_dir benchmarks]
 
 The scripts append their rows to those files with `--record` (`length_generalisation.py`, `babi.py train` and
@@ -10,6 +10,9 @@ The scripts append their rows to those files with `--record` (`length_generalisa
   length, one panel per task and one line per model: each model's newest setting (steps and overrides, such as
   position offsets), averaged over its seeds, a model that did not learn the training lengths drawn faint; the
   paper's Table 4 figures at length 400 as black stars; chance (0.1) and the training lengths marked.
+- `training_curves.png`: training accuracy (teacher-forced tokens of the training batches, lengths <= 40) by
+  step, one panel per task and model, one colour per setting (position offsets and their range, a curriculum over
+  them), one line style per seed; a run recorded again after training on replaces its shorter curve.
 - `babi_tasks.png`: test error per task, one panel per subset (1k, 10k): our best recorded run (lowest mean test
   error) of each protocol (joint training; the curriculum, which is not the paper's protocol) beside the paper's
   adaptive UT (Appendix E, best of 10 seeds per task), drawn hatched in black.
@@ -100,6 +103,15 @@ _LABELLED = ("position_start_index", "position_offset_shared", "max_position_off
 
 def length_label(row):
     """A line's legend: the model, whether it trained with position offsets, its steps and seeds."""
+    seeds = row["seeds"]
+    unlearned = ("; did not learn the training lengths"
+                 if row.get("train_accuracy") is not None and row["train_accuracy"] < 0.9 else "")
+    return (f"{row['model']}{setting_label(row)}, {row['train_steps']} steps, "
+            f"{'seed' if len(seeds) == 1 else 'mean of seeds'} {', '.join(map(str, seeds))}{unlearned}")
+
+
+def setting_label(row):
+    """" + offsets in [0, 400) (pre-norm)" and the like: a row's offsets and other overrides, in words."""
     hparams = row.get("hparams", "")
     limit = re.search(r"max_position_offset=(\d+)", hparams)
     offsets = ("" if "position_start_index" not in hparams else
@@ -112,12 +124,7 @@ def length_label(row):
     offsets += " (pre-norm)" if "norm_position=pre" in hparams and not row["model"].startswith(
         ("universal", "adaptive")) else ""
     others = [item for item in hparams.split(",") if item and item.partition("=")[0] not in _LABELLED]
-    offsets += f" ({', '.join(others)})" if others else ""  # Such as a UT's num_rec_steps=4.
-    seeds = row["seeds"]
-    unlearned = ("; did not learn the training lengths"
-                 if row.get("train_accuracy") is not None and row["train_accuracy"] < 0.9 else "")
-    return (f"{row['model']}{offsets}, {row['train_steps']} steps, "
-            f"{'seed' if len(seeds) == 1 else 'mean of seeds'} {', '.join(map(str, seeds))}{unlearned}")
+    return offsets + (f" ({', '.join(others)})" if others else "")  # Such as a UT's num_rec_steps=4.
 
 
 def plot_length_generalisation(results, path):
@@ -166,6 +173,62 @@ def plot_length_generalisation(results, path):
     fig.suptitle("Length generalisation: char (solid) and sequence (dashed) accuracy, trained on length <= 40 "
                  f"(each model's newest setting)\n(width-64 models, runs of {date_range(rows)}; the paper's at "
                  "length 400: base size, randomized position offsets, trained to convergence)", fontsize=10, y=1.02)
+    _save(fig, path)
+
+
+def curve_rows(rows):
+    """Per (task, model, setting, seed), the row with the longest curve (the newest of equal ones): a run trained
+    on to more steps and recorded again replaces its shorter curve. A setting is the overrides and warm-up."""
+    chosen = {}
+    for row in sorted(rows, key=lambda r: r["date"]):
+        key = row["task"], row["model"], row.get("hparams", ""), row.get("offsets_warmup"), row.get("seed")
+        if key not in chosen or len(row["train_accuracy_by_step"]) >= len(chosen[key]["train_accuracy_by_step"]):
+            chosen[key] = row
+    return list(chosen.values())
+
+
+def _offsets_only(row):
+    """A row's setting in words, less the norm position (its panel's title says that)."""
+    hparams = ",".join(item for item in row.get("hparams", "").split(",") if item != "norm_position=pre")
+    return setting_label(dict(row, hparams=hparams)).strip().removeprefix("+ ") or "without offsets"
+
+
+def plot_training_curves(results, path):
+    """Training accuracy by step: a panel per task and model, a colour per setting, a line style per seed."""
+    plt = _pyplot()
+    rows = curve_rows(results["rows"])
+    panels = list(dict.fromkeys((row["task"], row["model"]) for row in rows))
+    tasks = list(dict.fromkeys(task for task, _ in panels))
+    models = list(dict.fromkeys(model for _, model in panels))
+    fig, axes = plt.subplots(len(tasks), len(models), figsize=(6 * len(models), 3.8 * len(tasks)), sharey=True,
+                             squeeze=False)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    settings = list(dict.fromkeys(_offsets_only(row) for row in rows))
+    seeds = sorted({row.get("seed") for row in rows}, key=str)
+    styles = ("-", "--", ":", "-.")
+    for i, task in enumerate(tasks):
+        for j, model in enumerate(models):
+            ax = axes[i][j]
+            ax.axhline(CHANCE, color="0.5", linestyle=":", linewidth=1)
+            here = [row for row in rows if (row["task"], row["model"]) == (task, model)]
+            for row in here:
+                curve = sorted((int(step), value) for step, value in row["train_accuracy_by_step"].items())
+                ax.plot(*zip(*curve), styles[seeds.index(row.get("seed")) % len(styles)], linewidth=1.1,
+                        color=colours[settings.index(_offsets_only(row)) % len(colours)])
+            pre_norm = here and all("norm_position=pre" in row.get("hparams", "") for row in here)
+            ax.set_title(f"{task}: {model}{' (pre-norm)' if pre_norm else ''}" if here else
+                         f"{task}: {model} (none recorded)")
+            ax.set_xlabel("training step")
+            ax.set_ylim(0, 1.05)
+            ax.grid(alpha=0.3)
+        axes[i][0].set_ylabel("training accuracy (tokens)")
+    handles = [plt.Line2D([], [], color=colours[k % len(colours)]) for k in range(len(settings))]
+    handles += [plt.Line2D([], [], color="black", linestyle=styles[k % len(styles)]) for k in range(len(seeds))]
+    fig.legend(handles, settings + [f"seed {seed}" for seed in seeds], loc="upper center", ncol=2, fontsize=8,
+               bbox_to_anchor=(0.5, 0.0), frameon=False)
+    fig.suptitle("Training accuracy by step on the training lengths (<= 40): teacher-forced tokens of the training "
+                 f"batches,\neach point the mean of {rows[0]['curve_window']} steps; chance dotted (width-64 "
+                 f"models, runs of {date_range(rows)})", fontsize=10, y=1.06)
     _save(fig, path)
 
 
@@ -275,6 +338,7 @@ def plot_translate_small(results, path):
 
 PLOTS = {
     "length_generalisation": (plot_length_generalisation, "length_generalisation.png"),
+    "length_generalisation_curves": (plot_training_curves, "training_curves.png"),
     "babi": (plot_babi, "babi_tasks.png"),
     "translate_small": (plot_translate_small, "translation_bleu.png"),
 }

@@ -523,6 +523,10 @@ def test_length_generalisation_report_only_trains_nothing_and_names_unfinished_p
         for step, accuracy in ((500, 0.37), (1000, 0.98), (2000, 0.5)):
             tf.summary.scalar("accuracy", accuracy, step=step)
             tf.summary.scalar("loss", 9.0, step=step)
+    # The finished pair's curve, recorded as means over windows of 500 steps, up to its 10000 steps.
+    with tf.summary.create_file_writer(str(done / "train")).as_default():
+        for step, accuracy in ((100, 0.2), (500, 0.4), (600, 0.8), (1000, 1.0), (10500, 0.5)):
+            tf.summary.scalar("accuracy", accuracy, step=step)
     argv = ["--tasks", "identity,reverse", "--models", "transformer_rel,universal_transformer_rel",
             "--train_steps", "10000", "--num_samples", "100", "--work_dir", str(tmp_path), "--report_only", "--record"]
     monkeypatch.setattr(length_generalisation.common, "RESULTS", str(tmp_path / "results"))
@@ -537,6 +541,13 @@ def test_length_generalisation_report_only_trains_nothing_and_names_unfinished_p
     assert ((row["char_accuracy"], row["seq_accuracy"], row["train_accuracy"], row["minutes"])
             == (0.205, 0.16, 1.0, 44.1))
     assert row["date"] and row["code"] and row["command"] and row["machine"]
+    (curve_row,) = length_generalisation.common.read_results("length_generalisation_curves")["rows"]
+    assert (curve_row["model"], curve_row["seed"], curve_row["curve_window"]) == ("transformer_rel", 1, 500)
+    assert curve_row["train_accuracy_by_step"] == {"500": 0.3, "1000": 0.9}
+    # --record=curves: the curves alone, for pairs whose accuracy is recorded already.
+    assert length_generalisation.main(argv[:-1] + ["--record=curves"]) == 0
+    assert len(length_generalisation.common.read_results("length_generalisation")["rows"]) == 1
+    assert len(length_generalisation.common.read_results("length_generalisation_curves")["rows"]) == 2
     results, curves = table.split("Not finished")
     rows = [line for line in results.splitlines() if line.startswith("| copy") or line.startswith("| reverse")]
     assert len(rows) == 1  # The finished pair only: training accuracy, 11-40, 201-400, char, seq, the paper's.
@@ -726,8 +737,16 @@ def test_the_plots_render_from_the_results_files_every_seed_and_the_best_runs(tm
     assert plots.length_label(plots.length_rows(lengths)[0]).endswith("; did not learn the training lengths")
     assert plots.date_range(lengths) == "2026-11-23 to 2026-11-27"
 
+    # Training curves: a run recorded again after training on replaces its shorter curve, per setting and seed.
+    curve = {"task": "addition", "model": "transformer", "hparams": offsets, "seed": 1, "date": "2026-11-28",
+             "curve_window": 500, "train_accuracy_by_step": {"500": 0.1, "1000": 0.3}}
+    longer = dict(curve, date="2026-11-29", train_accuracy_by_step={"500": 0.1, "1000": 0.3, "1500": 0.6})
+    curves = [curve, dict(curve, seed=2), longer, dict(curve, hparams="", offsets_warmup=None)]
+    common.record("length_generalisation_curves", curves, results)
+    drawn = plots.curve_rows(curves)
+    assert len(drawn) == 3 and longer in drawn and curve not in drawn
     assert plots.main(["--results_dir", results, "--out_dir", out]) == 0
-    for name in ("length_generalisation.png", "babi_tasks.png", "translation_bleu.png"):
+    for name in ("length_generalisation.png", "training_curves.png", "babi_tasks.png", "translation_bleu.png"):
         with open(os.path.join(out, name), "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n", name
     # A results file that is not there: one line, status 2, nothing drawn.
