@@ -266,6 +266,16 @@ def checkpoint_step(task, model, args):
     return int(found.group(1)) if found else 0
 
 
+def refuse_a_run_past_its_steps(task, model, args):
+    """One `error:` line if the pair's run has trained past `--train_steps` without figures kept at those steps:
+    the trainer would stop at once and the decoder read the later checkpoint, filing its figures as these."""
+    step = checkpoint_step(task, model, args)
+    if step > steps_for(task, args) and finished(task, model, args) is None:
+        raise SystemExit(f"error: {_pair_text((task, model, getattr(args, 'seed', 1)))} has trained to step {step}, "
+                         f"past --train_steps={steps_for(task, args)}, and has no figures kept at that step: leave "
+                         f"it out, or give it {step} steps or more")
+
+
 def _pair_text(key):
     """A pair as the report names it: "addition / transformer seed 2"."""
     task, model, seed = _keys(key)
@@ -684,12 +694,14 @@ def main(argv=None):
     results = {}
     runs = [(task, model, seed) for task in args.tasks.split(",") for model in args.models.split(",")
             for seed in seeds_for(model, args)]
-    for task, model, _ in runs:  # Refuses a setting a pair cannot take before anything runs.
+    for task, model, seed in runs:  # Refuses a setting a pair cannot take before anything runs.
         offsets_setting(args.offsets, model)
         warmup = warmup_of(model, args)
         if warmup and warmup[1] >= steps_for(task, args):
             raise SystemExit(f"error: --offsets_warmup={args.offsets_warmup}: {task} trains for "
                              f"{steps_for(task, args)} steps in all, not more than the warm-up's {warmup[1]}")
+        if not args.report_only:
+            refuse_a_run_past_its_steps(task, model, with_seed(args, seed))
     unfinished, failed = [], []
     if args.report_only:
         found = {run: finished(*run[:2], with_seed(args, run[2])) for run in runs}

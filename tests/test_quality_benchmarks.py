@@ -151,6 +151,8 @@ def _fake_tools(monkeypatch, calls):
             steps = int(flags["train_steps"])
             os.makedirs(run_dir, exist_ok=True)
             open(os.path.join(run_dir, f"ckpt-{steps}.index"), "w").close()
+            with open(os.path.join(run_dir, "checkpoint"), "w", encoding="utf-8") as f:
+                f.write(f'model_checkpoint_path: "ckpt-{steps}"\n')
             text = f"step {steps}/{steps}  loss 0.5  accuracy {steps / 1000:.4f}  lr 0.01\n"
         else:
             steps = max(int(n[5:-6]) for n in os.listdir(run_dir) if n.endswith(".index"))
@@ -195,6 +197,23 @@ def test_length_generalisation_keeps_each_step_counts_figures(tmp_path, monkeypa
     calls.clear()
     length_generalisation.run_one("identity", "transformer", args)  # Finished: nothing runs again.
     assert calls == []
+
+
+def test_length_generalisation_refuses_a_run_trained_past_the_steps_asked(tmp_path, monkeypatch, capsys):
+    """A run trained to 300 steps asked for 200 (no figures kept at 200): the trainer would stop at once and the
+    decoder read ckpt-300, filed as the figures at 200. Refused in one line before anything runs; at 300 it runs."""
+    _fake_tools(monkeypatch, calls := [])
+    monkeypatch.setattr(length_generalisation.common, "stop_tools_on_termination", lambda: None)  # Not in pytest.
+    argv = ["--tasks", "identity", "--models", "transformer", "--num_samples", "100", "--work_dir", str(tmp_path)]
+    assert length_generalisation.main(argv + ["--train_steps", "300"]) == 0
+    assert (tmp_path / "identity_transformer" / "checkpoint").exists()
+    calls.clear()
+    with pytest.raises(SystemExit, match=r"^error: copy / transformer seed 1 has trained to step 300, past "
+                                         r"--train_steps=200, and has no figures kept at that step"):
+        length_generalisation.main(argv + ["--train_steps", "200"])
+    assert calls == []
+    assert length_generalisation.main(argv + ["--train_steps", "200", "--report_only"]) == 0  # Names it unfinished.
+    assert "copy / transformer seed 1 at step 300 of 200" in capsys.readouterr().out
 
 
 def test_length_generalisation_files_an_older_runs_figures_before_it_trains_on(tmp_path, monkeypatch):
