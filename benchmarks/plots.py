@@ -9,7 +9,8 @@ The scripts append their rows to those files with `--record` (`length_generalisa
 - `length_generalisation.png`: char accuracy (solid) and sequence accuracy (dashed, where recorded) by reference
   length, one panel per task and one line per model: each model's newest setting (steps and overrides, such as
   position offsets), averaged over its seeds, a model that did not learn the training lengths drawn faint; the
-  paper's Table 4 figures at length 400 as black stars; chance (0.1) and the training lengths marked.
+  paper's Table 4 figures at length 400 in black (a plus the Transformer, a star the UT; filled char, hollow
+  sequence); chance (0.1) and the training lengths marked; a legend under each panel.
 - `training_curves.png`: training accuracy (teacher-forced tokens of the training batches, lengths <= 40) by
   step, one panel per task and model, one colour per setting (position offsets and their range, a curriculum over
   them), one line style per seed; a run recorded again after training on replaces its shorter curve.
@@ -101,13 +102,28 @@ def length_rows(rows):
 _LABELLED = ("position_start_index", "position_offset_shared", "max_position_offset", "norm_position")
 
 
+MODEL_NAMES = {"transformer": "Transformer", "universal_transformer": "UT", "adaptive_universal_transformer":
+               "adaptive UT"}
+
+
+def model_name(model):
+    """"relative UT" for universal_transformer_rel: a model as a legend names it."""
+    base = model.removesuffix("_rel")
+    name = MODEL_NAMES.get(base, base)
+    return f"relative {name}" if model.endswith("_rel") else name
+
+
+def unlearned(row):
+    """Whether a merged row's runs did not learn the training lengths (mean training accuracy below 0.9)."""
+    return row.get("train_accuracy") is not None and row["train_accuracy"] < 0.9
+
+
 def length_label(row):
     """A line's legend: the model, whether it trained with position offsets, its steps and seeds."""
     seeds = row["seeds"]
-    unlearned = ("; did not learn the training lengths"
-                 if row.get("train_accuracy") is not None and row["train_accuracy"] < 0.9 else "")
-    return (f"{row['model']}{setting_label(row)}, {row['train_steps']} steps, "
-            f"{'seed' if len(seeds) == 1 else 'mean of seeds'} {', '.join(map(str, seeds))}{unlearned}")
+    return (f"{model_name(row['model'])}{setting_label(row)}, {row['train_steps']} steps, "
+            f"{'seed' if len(seeds) == 1 else 'seeds'} {', '.join(map(str, seeds))}"
+            f"{'; not learned' if unlearned(row) else ''}")
 
 
 def setting_label(row):
@@ -133,7 +149,7 @@ def plot_length_generalisation(results, path):
     tasks = list(dict.fromkeys(row["task"] for row in rows))
     buckets = [b for b in BUCKETS if any(b in row["buckets"] for row in rows)]
     x = {bucket: i for i, bucket in enumerate(buckets)}
-    fig, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 4.6), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.6), sharey=True, squeeze=False)
     for ax, task in zip(axes[0], tasks):
         inside = [x[b] for b in TRAINING_BUCKETS if b in x]
         if inside:
@@ -144,35 +160,28 @@ def plot_length_generalisation(results, path):
         for row in (r for r in rows if r["task"] == task):
             for kind, style in (("char", "-"), ("seq", "--")):
                 points = [(x[b], v[kind]) for b, v in row["buckets"].items() if b in x and kind in v]
-                if points:
+                if points:  # One legend entry a row, on its char line.
                     ax.plot(*zip(*sorted(points)), style, marker="o" if row["model"].endswith("_rel") else "s",
-                            color=MODEL_COLOURS.get(row["model"], "0.3"), label=f"{length_label(row)} ({kind})",
-                            alpha=0.45 if "; did not learn" in length_label(row) else 1.0)
+                            color=MODEL_COLOURS.get(row["model"], "0.3"), alpha=0.4 if unlearned(row) else 1.0,
+                            label=length_label(row) if kind == "char" else "_nolegend_")
         task_key = {name: key for key, name in length_generalisation.TASKS.items()}[task]
         for paper_model, marker in (("transformer", "P"), ("universal_transformer", "*")):
             char, seq = length_generalisation.PAPER[paper_model][task_key]
-            label = "Transformer" if paper_model == "transformer" else "UT"
             ax.scatter([x["201-400"] + 0.15], [char], marker=marker, s=140, color="black", zorder=5,
-                       label=f"paper, {label}, length 400 (char)")
+                       label=f"the paper's {model_name(paper_model)} at length 400")
             ax.scatter([x["201-400"] + 0.15], [seq], marker=marker, s=140, facecolors="none", edgecolors="black",
-                       zorder=5, label=f"paper, {label}, length 400 (seq)")
+                       zorder=5, label="_nolegend_")
         ax.set_title(task)
         ax.set_xticks(range(len(buckets)), buckets)
         ax.set_xlabel("reference length")
         ax.set_ylim(0, 1.05)
         ax.grid(axis="y", alpha=0.3)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=6.5, frameon=False)
     axes[0][0].set_ylabel("accuracy (decoded greedily)")
-    handles, labels = {}, []
-    for ax in axes[0]:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            if label not in handles:
-                handles[label] = handle
-                labels.append(label)
-    fig.legend([handles[label] for label in labels], labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
-               ncol=3, fontsize=8, frameon=False)
-    fig.suptitle("Length generalisation: char (solid) and sequence (dashed) accuracy, trained on length <= 40 "
-                 f"(each model's newest setting)\n(width-64 models, runs of {date_range(rows)}; the paper's at "
-                 "length 400: base size, randomized position offsets, trained to convergence)", fontsize=10, y=1.02)
+    fig.suptitle("Length generalisation, trained on length <= 40 (each model's newest setting): char accuracy "
+                 "solid, sequence accuracy dashed; faint: training lengths not learned\n"
+                 f"(width-64 models, runs of {date_range(rows)}; the paper's at length 400, char filled, sequence "
+                 "hollow: base size, randomized position offsets, trained to convergence)", fontsize=10, y=1.02)
     _save(fig, path)
 
 

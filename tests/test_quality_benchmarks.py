@@ -739,21 +739,21 @@ def test_the_plots_render_from_the_results_files_every_seed_and_the_best_runs(tm
                      buckets={"201-400": {"char": char}}) for seed, char, acc in ((1, 0.9, 1.0), (2, 0.8, 0.98))]
     (drawn,) = plots.length_rows(lengths)  # Two seeds of the newest setting, averaged.
     assert drawn["seeds"] == [1, 2] and abs(drawn["buckets"]["201-400"]["char"] - 0.85) < 1e-9
-    assert plots.length_label(drawn) == "transformer_rel + offsets in [0, 400), 2000 steps, mean of seeds 1, 2"
+    assert plots.length_label(drawn) == "relative Transformer + offsets in [0, 400), 2000 steps, seeds 1, 2"
     assert plots.length_label(dict(drawn, model="transformer", hparams=offsets + ",norm_position=pre")) == (
-        "transformer + offsets in [0, 400) (pre-norm), 2000 steps, mean of seeds 1, 2")
+        "Transformer + offsets in [0, 400) (pre-norm), 2000 steps, seeds 1, 2")
     assert plots.length_label(dict(drawn, hparams="num_rec_steps=4")) == (  # Other overrides as they are.
-        "transformer_rel (num_rec_steps=4), 2000 steps, mean of seeds 1, 2")
+        "relative Transformer (num_rec_steps=4), 2000 steps, seeds 1, 2")
     # A curriculum over the offsets' range is a setting of its own, and its line says so.
     curriculum = dict(lengths[-1], train_steps=12000, offsets_warmup="shared:40@6000", date="2026-11-28")
     (drawn,) = plots.length_rows(lengths + [curriculum])
     assert drawn["seeds"] == [2] and plots.length_label(drawn) == (
-        "transformer_rel + offsets in [0, 40) for 6000 steps, then in [0, 400), 12000 steps, seed 2")
+        "relative Transformer + offsets in [0, 40) for 6000 steps, then in [0, 400), 12000 steps, seed 2")
     assert plots.length_label(dict(drawn, offsets_warmup="none@14000")) == (  # First without offsets.
-        "transformer_rel without offsets for 14000 steps, then offsets in [0, 400), 12000 steps, seed 2")
+        "relative Transformer without offsets for 14000 steps, then offsets in [0, 400), 12000 steps, seed 2")
     lengths.pop()
     lengths.append(dict(lengths[-1], seed=2, train_accuracy=0.3))
-    assert plots.length_label(plots.length_rows(lengths)[0]).endswith("; did not learn the training lengths")
+    assert plots.length_label(plots.length_rows(lengths)[0]).endswith("; not learned")
     assert plots.date_range(lengths) == "2026-11-23 to 2026-11-27"
 
     # Training curves: a run recorded again after training on replaces its shorter curve, per setting and seed.
