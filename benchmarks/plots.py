@@ -225,8 +225,8 @@ def plot_training_curves(results, path):
                 ax.plot(*zip(*curve), styles[seeds.index(row.get("seed")) % len(styles)], linewidth=1.1,
                         color=colours[settings.index(_offsets_only(row)) % len(colours)])
             pre_norm = here and all("norm_position=pre" in row.get("hparams", "") for row in here)
-            ax.set_title(f"{task}: {model}{' (pre-norm)' if pre_norm else ''}" if here else
-                         f"{task}: {model} (none recorded)")
+            ax.set_title(f"{task}: {model_name(model)}{' (pre-norm)' if pre_norm else ''}" if here else
+                         f"{task}: {model_name(model)} (none recorded)")
             ax.set_xlabel("training step")
             ax.set_ylim(0, 1.05)
             ax.grid(alpha=0.3)
