@@ -190,10 +190,10 @@ def test_a_truncated_newest_checkpoint(trained, tmp_path):
     data_file = next(run.glob("ckpt-20.data-*"))
     os.truncate(data_file, 1000)
 
-    one_line_error(decode(trained, "--decode_from_file=-", stdin="12\n", run=run, here=False),
+    one_line_error(decode(trained, "--decode_from_file=-", stdin="12\n", run=run),
                    f"checkpoint {run}/ckpt-20 is unreadable", data_file.name)
-    averaged = run_tool("t2t-relpos-avg-checkpoints", f"--output_dir={run}", "--num_last=2",
-                        f"--usr_dir={trained['usr']}", f"--data_dir={trained['data']}")
+    averaged = call_tool("t2t-relpos-avg-checkpoints", f"--output_dir={run}", "--num_last=2",
+                         f"--usr_dir={trained['usr']}", f"--data_dir={trained['data']}")
     one_line_error(averaged, "ckpt-20 is unreadable", data_file.name)
 
     resumed = run_tool("t2t-relpos-trainer", f"--usr_dir={trained['usr']}", f"--data_dir={trained['data']}",
