@@ -1,4 +1,4 @@
-"""Run as a script by test_training.py: one optimizer step three ways on the same global batch.
+"""Run as a script by test_training_replicas.py: one optimizer step three ways on the same global batch.
 
 1. one device, the whole batch;
 2. MirroredStrategy over 2 logical CPU devices, half the batch on each replica;
