@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/teacher_forced.py --output_dir RUN [--split eval] [--num_samples 100]
     .venv/bin/python benchmarks/teacher_forced.py --output_dir RUN --split train --num_samples 400 [--seed 0]
     .venv/bin/python benchmarks/teacher_forced.py --output_dir RUN --checkpoint_path RUN/ckpt-12000 ...
+    .venv/bin/python benchmarks/teacher_forced.py --output_dir RUN --equal_operands 6,12,20 [--operand_period 5]
 
 Each target symbol is predicted from the true symbols before it (one forward pass, as in training), and the
 argmax is compared with the reference: the `accuracy` and `accuracy_per_sequence` that tensor2tensor's trainer
@@ -23,6 +24,10 @@ a carry at most), or neither (the final carry). A model that copies the longer o
 second kind right, and those are most of a long sum's digits (73% at lengths 201-400 in the eval split): the
 split shows whether a model adds. A last line gives the digits that need both operands by their index i in the sum
 (0: the first, least-significant digit): where in a string a model that adds in part has learned to.
+`--equal_operands 6,10,16` (addition only) asks instead whether what a model gets wrong is a digit's index or the
+operands' length: for each L, `--num_samples` (default 64) sums whose operands both have L digits, and the
+accuracy of each digit index below L; `--operand_period P` repeats each operand's first P digits, so that a
+digit's neighbours in the input cannot tell a model where it is.
 `--checkpoint_path` measures an older checkpoint of the run (default: its newest), e.g. to see in which order the
 indices are learned.
 """
@@ -131,6 +136,30 @@ def both_operands_by_index_line(hypotheses, references, kinds, last=10):
     return accuracy.line("both operands by digit index")
 
 
+def equal_operand_sums(problem, length, count, period=0, seed=0):
+    """Features {"inputs", "targets"} (ids as the problem writes them) of `count` sums whose two operands both
+    have `length` digits, random with a nonzero last (most significant) digit, drawn with `seed`; with `period`,
+    each operand is its first `period` digits repeated, so that a digit's neighbours do not tell where it is."""
+    rng = np.random.default_rng(seed)
+    operands = rng.integers(0, problem.base, size=(2, count, length))
+    if period:
+        operands = np.tile(operands[:, :, :period], (1, 1, -(-length // period)))[:, :, :length]
+    operands[:, :, -1] = rng.integers(1, problem.base, size=(2, count))
+    symbols = np.concatenate([operands[0], np.full((count, 1), problem.base), operands[1]], axis=1)
+    inputs, _ = algorithmic.to_ids(symbols, np.full(count, 2 * length + 1))
+    targets, _ = algorithmic.to_ids(*algorithmic.add_lower_endian(operands[0], operands[1], problem.base))
+    return {"inputs": inputs, "targets": targets}
+
+
+def equal_operands_line(model, problem, length, count, period=0, seed=0):
+    """Teacher-forced accuracy of the digits that need both operands (indices below `length`), by index, on
+    `equal_operand_sums`: is a digit's index what a model gets wrong, or the operands' length?"""
+    features = equal_operand_sums(problem, length, count, period, seed)
+    argmax = np.argmax(np.asarray(model(features, training=False)), axis=-1)
+    accuracy = (argmax[:, :length] == features["targets"][:, :length]).mean(axis=0)
+    return f"  operands of {length:>2} digits: " + " ".join(f"{value:.2f}" for value in accuracy)
+
+
 def addition_separator(problem):
     """The id between an addition's operands; None for a problem that is not an addition."""
     return problem.base + NUM_RESERVED_IDS if isinstance(problem, algorithmic.AlgorithmicAddition) else None
@@ -164,10 +193,33 @@ def main(argv=None):
     add_run_arguments(parser)
     parser.add_argument("--digit_kinds", action="store_true",
                         help="addition: accuracy of the sum's digits by what they need (both operands, one, neither)")
+    parser.add_argument("--equal_operands", help="addition: comma-separated operand lengths L; instead of --split, "
+                        "--num_samples (default 64) sums whose operands both have L digits, drawn with --seed, and "
+                        "the accuracy of each digit index below L")
+    parser.add_argument("--operand_period", type=int, default=0, help="--equal_operands: each operand its first "
+                        "P digits repeated")
     args = parser.parse_args(argv)
+    lengths = []
+    if args.equal_operands:
+        try:
+            lengths = [int(length) for length in args.equal_operands.split(",")]
+        except ValueError:
+            parser.error(f"--equal_operands takes comma-separated lengths, got {args.equal_operands!r}")
+        if min(lengths) < 1 or args.operand_period < 0:
+            parser.error("--equal_operands lengths must be >= 1 and --operand_period >= 0")
     model, problem, path = load_run(parser, args)
-    if args.digit_kinds and not isinstance(problem, algorithmic.AlgorithmicAddition):
-        parser.error(f"--digit_kinds is for the addition problems, not {problem.name}")
+    addition = isinstance(problem, algorithmic.AlgorithmicAddition)
+    for flag, given in (("--digit_kinds", args.digit_kinds), ("--equal_operands", lengths)):
+        if given and not addition:
+            parser.error(f"{flag} is for the addition problems, not {problem.name}")
+    if lengths:
+        period = f", each operand its first {args.operand_period} digits repeated" if args.operand_period else ""
+        print(f"teacher-forced, {path}, sums of operands of equal length (seed {args.seed}{period}); accuracy of "
+              "the digits that need both operands, by index (0 the least significant):")
+        for length in lengths:
+            print(equal_operands_line(model, problem, length, args.num_samples or 64, args.operand_period,
+                                      args.seed))
+        return 0
     hypotheses, references, inputs = predictions(model, problem, args.split, args.num_samples, seed=args.seed)
     seeded = f" (seed {args.seed})" if args.split == "train" else ""
     print(f"teacher-forced, {path}, {args.split} split{seeded}")

@@ -371,6 +371,42 @@ def test_teacher_forced_splits_an_addition_by_the_operands_each_digit_needs():
         "  both operands by digit index: 0 0.50, 1 1.00, 2+ 1.00")
 
 
+def test_teacher_forced_equal_operands_are_sums_of_the_lengths_asked(capsys):
+    """--equal_operands: sums whose operands both have L digits (the last nonzero), encoded as the problem encodes
+    its own, right by integer arithmetic; with --operand_period each operand repeats its first P digits. The line
+    gives one accuracy per digit index below L."""
+    import keras  # pylint: disable=import-outside-toplevel
+
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.training import trainer  # pylint: disable=import-outside-toplevel
+
+    teacher_forced = _load("teacher_forced")
+    problem = registry.problem("algorithmic_addition_decimal40")
+    decode = problem.feature_encoders()["inputs"].decode
+
+    def text(ids):
+        return decode([i for i in ids.tolist() if i > 1])  # Without EOS and padding.
+
+    for period in (0, 3):
+        features = teacher_forced.equal_operand_sums(problem, 7, 20, period=period, seed=period)
+        for inputs, targets in zip(features["inputs"], features["targets"]):
+            first, second = text(inputs).split("+")
+            assert len(first) == len(second) == 7 and first[-1] != "0" and second[-1] != "0"
+            assert int(text(targets)[::-1]) == int(first[::-1]) + int(second[::-1])  # Least significant first.
+            assert inputs.tolist()[-1] == targets.tolist()[len(text(targets))] == 1  # EOS ends each.
+            if period:
+                assert first[3:6] == first[:3] and second[3:6] == second[:3]
+    again = teacher_forced.equal_operand_sums(problem, 7, 20, period=3, seed=3)
+    assert (again["inputs"] == features["inputs"]).all()  # The same sums for the same seed.
+    keras.utils.set_random_seed(3)
+    model = trainer.build_model(registry.hparams("transformer_cpu"), problem)
+    line = teacher_forced.equal_operands_line(model, problem, 5, 8)
+    assert line.startswith("  operands of  5 digits: ") and len(line.split(": ")[1].split()) == 5
+    with pytest.raises(SystemExit) as stopped:
+        teacher_forced.main(["--output_dir", "unused", "--equal_operands", "6,x"])
+    assert stopped.value.code == 2 and "--equal_operands takes comma-separated lengths" in capsys.readouterr().err
+
+
 def test_length_generalisation_writes_the_section_it_is_given(tmp_path, monkeypatch):
     """A report of other pairs once replaced the main table: --section and --title give it a section of its own."""
     written = []
