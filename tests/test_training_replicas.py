@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
+from test_training import ENV
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ENV = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
 
 
 @pytest.fixture(scope="module")
