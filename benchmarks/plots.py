@@ -13,7 +13,8 @@ The scripts append their rows to those files with `--record` (`length_generalisa
   sequence); chance (0.1) and the training lengths marked; a legend under each panel.
 - `training_curves.png`: training accuracy (teacher-forced tokens of the training batches, lengths <= 40) by
   step, one panel per task and model, one colour per setting (position offsets and their range, a curriculum over
-  them), one line style per seed; a run recorded again after training on replaces its shorter curve.
+  them), one line style per seed; a run recorded again after training on replaces its shorter curve, and a run
+  trained again from step 0 with the same setting is drawn beside the first, its date in the legend.
 - `babi_tasks.png`: test error per task, one panel per subset (1k, 10k): our best recorded run (lowest mean test
   error) of each protocol (joint training; the curriculum, which is not the paper's protocol) beside the paper's
   adaptive UT (Appendix E, best of 10 seeds per task), drawn hatched in black.
@@ -186,14 +187,38 @@ def plot_length_generalisation(results, path):
 
 
 def curve_rows(rows):
-    """Per (task, model, setting, seed), the row with the longest curve (the newest of equal ones): a run trained
-    on to more steps and recorded again replaces its shorter curve. A setting is the overrides and warm-up."""
+    """Per (task, model, setting, seed), each run's longest recorded curve: a run trained on to more steps and
+    recorded again (its shorter curve a prefix of the longer one) replaces its shorter curve; a run trained again
+    from step 0 with the same setting and seed (a lost run redone; other data orders) is drawn beside the first.
+    A setting is the overrides and warm-up."""
     chosen = {}
     for row in sorted(rows, key=lambda r: r["date"]):
-        key = row["task"], row["model"], row.get("hparams", ""), row.get("offsets_warmup"), row.get("seed")
-        if key not in chosen or len(row["train_accuracy_by_step"]) >= len(chosen[key]["train_accuracy_by_step"]):
-            chosen[key] = row
-    return list(chosen.values())
+        runs = chosen.setdefault(_curve_key(row), [])
+        for k, earlier in enumerate(runs):
+            if _continues(row, earlier) or _continues(earlier, row):
+                if len(row["train_accuracy_by_step"]) >= len(earlier["train_accuracy_by_step"]):
+                    runs[k] = row
+                break
+        else:
+            runs.append(row)
+    return [row for runs in chosen.values() for row in runs]
+
+
+def _curve_key(row):
+    return row["task"], row["model"], row.get("hparams", ""), row.get("offsets_warmup"), row.get("seed")
+
+
+def _continues(longer, shorter, tolerance=1e-6):
+    """Whether `longer`'s curve is `shorter`'s trained on: equal at every step both have (the same events read)."""
+    steps = shorter["train_accuracy_by_step"].keys() & longer["train_accuracy_by_step"].keys()
+    return all(abs(longer["train_accuracy_by_step"][s] - shorter["train_accuracy_by_step"][s]) <= tolerance
+               for s in steps)
+
+
+def _curve_setting(row, rows):
+    """The legend's name of a row's setting; with the run's date where another run of it (same seed) is drawn."""
+    again = any(other is not row and _curve_key(other) == _curve_key(row) for other in rows)
+    return _offsets_only(row) + (f", run of {row['date']}" if again else "")
 
 
 def _offsets_only(row):
@@ -212,7 +237,7 @@ def plot_training_curves(results, path):
     fig, axes = plt.subplots(len(tasks), len(models), figsize=(6 * len(models), 3.8 * len(tasks)), sharey=True,
                              squeeze=False)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    settings = list(dict.fromkeys(_offsets_only(row) for row in rows))
+    settings = list(dict.fromkeys(_curve_setting(row, rows) for row in rows))
     seeds = sorted({row.get("seed") for row in rows}, key=str)
     styles = ("-", "--", ":", "-.")
     for i, task in enumerate(tasks):
@@ -223,7 +248,7 @@ def plot_training_curves(results, path):
             for row in here:
                 curve = sorted((int(step), value) for step, value in row["train_accuracy_by_step"].items())
                 ax.plot(*zip(*curve), styles[seeds.index(row.get("seed")) % len(styles)], linewidth=1.1,
-                        color=colours[settings.index(_offsets_only(row)) % len(colours)])
+                        color=colours[settings.index(_curve_setting(row, rows)) % len(colours)])
             pre_norm = here and all("norm_position=pre" in row.get("hparams", "") for row in here)
             ax.set_title(f"{task}: {model_name(model)}{' (pre-norm)' if pre_norm else ''}" if here else
                          f"{task}: {model_name(model)} (none recorded)")

@@ -800,6 +800,15 @@ def test_the_plots_render_from_the_results_files_every_seed_and_the_best_runs(tm
     common.record("length_generalisation_curves", curves, results)
     drawn = plots.curve_rows(curves)
     assert len(drawn) == 3 and longer in drawn and curve not in drawn
+    # A run trained again from step 0 (other values at the same steps) is drawn beside the first, not over it,
+    # and the legend tells the two apart by their dates.
+    again = dict(curve, date="2026-12-01", train_accuracy_by_step={"500": 0.2, "1000": 0.2, "1500": 0.3, "2000": 0.4})
+    curves.append(again)
+    common.record("length_generalisation_curves", [again], results)
+    drawn = plots.curve_rows(curves)
+    assert len(drawn) == 4 and longer in drawn and again in drawn
+    assert [plots._curve_setting(row, drawn) for row in (longer, again, curves[1])] == [  # pylint: disable=protected-access
+        "offsets in [0, 400), run of 2026-11-29", "offsets in [0, 400), run of 2026-12-01", "offsets in [0, 400)"]
     assert plots.main(["--results_dir", results, "--out_dir", out]) == 0
     for name in ("length_generalisation.png", "training_curves.png", "babi_tasks.png", "translation_bleu.png"):
         with open(os.path.join(out, name), "rb") as f:
