@@ -340,6 +340,22 @@ def _small_trainer(tmp_path, overrides, **kwargs):
                                **kwargs)
 
 
+def test_a_resumed_run_reads_on_in_the_stream_an_uninterrupted_run_reads(tmp_path):
+    # Before, a run resumed at step N read a new stream seeded by (seed, N): the same seed trained with an
+    # interruption saw other batches than without one, and learned otherwise (benchmarks/README.md, addition with
+    # offsets in [0, 40), run again). A step takes `accumulation_steps` batches.
+    trainer = _small_trainer(tmp_path, "batch_size=128,accumulation_steps=2")
+
+    def inputs(count):
+        batches = iter(trainer._train_dataset())  # pylint: disable=protected-access
+        return [next(batches)["inputs"].numpy().tolist() for _ in range(count)]
+
+    stream = inputs(10)
+    trainer.optimizer.iterations.assign(3)  # As a run resumed at step 3: 3 steps of 2 batches taken.
+    assert inputs(4) == stream[6:10]
+    assert inputs(4) != stream[:4]
+
+
 def test_frozen_layers_keep_their_weights_while_the_rest_trains(tmp_path):
     problem = algorithmic.AlgorithmicReverseDecimal40(train_length=4, eval_length=4, num_eval_examples=16)
     trainer = _small_trainer(tmp_path, "batch_size=128,learning_rate_warmup_steps=10,freeze_layers=[encoder]",

@@ -35,8 +35,9 @@ def define_flags():
     flags.DEFINE_integer("keep_checkpoint_max", 20, "Checkpoints to keep.", lower_bound=1)
     flags.DEFINE_integer("log_every", 100, "Steps between progress lines when not on a terminal.",
                          lower_bound=1)
-    flags.DEFINE_integer("seed", None, "Random seed for initialisation and data order (a resumed run reads its "
-                         "data in an order seeded by this and the step it resumes from).", lower_bound=0,
+    flags.DEFINE_integer("seed", None, "Random seed for initialisation and data order (a resumed run skips the "
+                         "batches it trained on, so it reads the stream an uninterrupted run reads; without a seed it "
+                         "reads a new random one).", lower_bound=0,
                          upper_bound=2**32 - 1)
     flags.DEFINE_boolean("registry_help", False, "List the registered problems, models and hparams sets.")
     flags.DEFINE_enum("distribution", "auto", ["auto", "one_device", "mirrored", "multi_worker"],

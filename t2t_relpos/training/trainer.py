@@ -117,8 +117,9 @@ class Trainer:
         model_name: Registered model (default: `hparams.model`).
         data_dir: The problem's prepared data, if it needs any.
         strategy: A `tf.distribute.Strategy` (default: one device).
-        seed: Makes initialisation and data order reproducible. A resumed run's data order is seeded by
-            `seed` and the step it resumes from: a new stream, not the one the interrupted run was reading.
+        seed: Makes initialisation and data order reproducible. A resumed run skips the batches its steps so
+            far trained on, so it reads on in the stream an uninterrupted run reads. Without a seed a resumed
+            run reads a new random stream.
         jit_compile: Compile the forward/backward pass with XLA (batches are padded to bucket lengths so
             only a few shapes are compiled).
         mixed_precision: None, "mixed_float16" (with dynamic loss scaling) or "mixed_bfloat16".
@@ -247,14 +248,21 @@ class Trainer:
         return train_step
 
     def _train_dataset(self):
-        start = self.step
-        seed = None if self.seed is None else hash((self.seed, start)) % (2 ** 31)
+        """The training batches from the current step on: with a seed, the seeded stream less the batches the
+        steps so far took (a step takes `accumulation_steps` batches for each replica an input pipeline feeds),
+        so that a resumed run reads the batches an uninterrupted one reads; without, a new random stream."""
+        # The data seed of every run with `seed` (the one runs resumed with before they skipped, at step 0).
+        seed = None if self.seed is None else hash((self.seed, 0)) % (2 ** 31)
+        steps_taken = self.step if seed is not None else 0
 
         def dataset_fn(context):
-            return pipeline.input_dataset(
+            dataset = pipeline.input_dataset(
                 self.problem, self.hparams, "train", data_dir=self.data_dir, seed=seed,
                 num_shards=context.num_input_pipelines, shard_index=context.input_pipeline_id,
                 pad_to_bucket_boundary=self.jit_compile)
+            replicas_fed = context.num_replicas_in_sync // context.num_input_pipelines
+            taken = steps_taken * self.accumulation_steps * replicas_fed
+            return dataset.skip(taken) if taken else dataset
 
         return self.strategy.distribute_datasets_from_function(dataset_fn)
 
@@ -280,6 +288,9 @@ class Trainer:
             return self.evaluate()
         if self._train_step is None:
             self._train_step = self._build_train_step()
+        if self.verbose and start and self.seed is not None:
+            print(f"Skipping the {start * self.accumulation_steps} batch(es) per replica that steps 1-{start} "
+                  "trained on, to read on where the interrupted run stopped (seeded data).", flush=True)
         iterator = iter(self._train_dataset())
         progress = _Progress(train_steps, start, self.verbose, self.log_every)
         metrics = None
