@@ -237,7 +237,8 @@ def plot_training_curves(results, path):
     fig, axes = plt.subplots(len(tasks), len(models), figsize=(6 * len(models), 3.8 * len(tasks)), sharey=True,
                              squeeze=False)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    settings = list(dict.fromkeys(_curve_setting(row, rows) for row in rows))
+    labels = {id(row): _curve_setting(row, rows) for row in rows}
+    settings = list(dict.fromkeys(labels.values()))
     seeds = sorted({row.get("seed") for row in rows}, key=str)
     styles = ("-", "--", ":", "-.")
     for i, task in enumerate(tasks):
@@ -248,7 +249,7 @@ def plot_training_curves(results, path):
             for row in here:
                 curve = sorted((int(step), value) for step, value in row["train_accuracy_by_step"].items())
                 ax.plot(*zip(*curve), styles[seeds.index(row.get("seed")) % len(styles)], linewidth=1.1,
-                        color=colours[settings.index(_curve_setting(row, rows)) % len(colours)])
+                        color=colours[settings.index(labels[id(row)]) % len(colours)])
             pre_norm = here and all("norm_position=pre" in row.get("hparams", "") for row in here)
             ax.set_title(f"{task}: {model_name(model)}{' (pre-norm)' if pre_norm else ''}" if here else
                          f"{task}: {model_name(model)} (none recorded)")

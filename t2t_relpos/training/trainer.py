@@ -251,7 +251,7 @@ class Trainer:
         """The training batches from the current step on: with a seed, the seeded stream less the batches the
         steps so far took (a step takes `accumulation_steps` batches for each replica an input pipeline feeds),
         so that a resumed run reads the batches an uninterrupted one reads; without, a new random stream."""
-        # The data seed of every run with `seed` (the one runs resumed with before they skipped, at step 0).
+        # What a run from step 0 was seeded with before resumed runs skipped, so that such a run reads as before.
         seed = None if self.seed is None else hash((self.seed, 0)) % (2 ** 31)
         steps_taken = self.step if seed is not None else 0
 
