@@ -1,6 +1,7 @@
 """The trainer: it learns, workers cooperate, runs resume (replicas and accumulation: test_training_replicas.py)."""
 
 import contextlib
+import inspect
 import json
 import os
 import signal
@@ -354,6 +355,28 @@ def test_a_resumed_run_reads_on_in_the_stream_an_uninterrupted_run_reads(tmp_pat
     trainer.optimizer.iterations.assign(3)  # As a run resumed at step 3: 3 steps of 2 batches taken.
     assert inputs(4) == stream[6:10]
     assert inputs(4) != stream[:4]
+
+
+def test_the_steps_are_traced_as_written_not_converted_by_autograph(tmp_path, monkeypatch):
+    # AutoGraph re-reads a function's source file when it first traces it: a trainer whose package was edited
+    # while it ran (a checkout updated under a long run) converted the wrong lines at its first evaluation
+    # after a resume and died with a KeyError. Converting the model's code also cost ~5 s of every start.
+    from t2t_relpos.training import losses  # pylint: disable=import-outside-toplevel
+
+    converted = []
+
+    def watched(fn):
+        def call(*args, **kwargs):
+            converted.append(any("__autograph_generated" in frame.filename for frame in inspect.stack()))
+            return fn(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(losses, "cross_entropy_and_accuracy", watched(losses.cross_entropy_and_accuracy))
+    monkeypatch.setattr(losses, "smoothed_cross_entropy", watched(losses.smoothed_cross_entropy))
+    trainer = _small_trainer(tmp_path, "batch_size=128,accumulation_steps=2,num_encoder_layers=1,"
+                                       "num_decoder_layers=1")
+    trainer.train(1)  # Traces the step (its accumulation loop too) and, at its end, the evaluation.
+    assert len(converted) >= 3 and not any(converted), converted
 
 
 def test_frozen_layers_keep_their_weights_while_the_rest_trains(tmp_path):

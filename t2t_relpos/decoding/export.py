@@ -43,7 +43,7 @@ class ServingModule(tf.Module):
         self.extra_length = extra_length
         self.max_input_length = max_input_length
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")], autograph=False)
     def translate(self, texts):
         """strings `[B]` -> {"outputs": strings `[B]`, "scores": float32 `[B]`}."""
         ids = self.input_tokenizer.tokenize(texts)[:, :self.max_input_length - 1]

@@ -92,7 +92,8 @@ class Translator:
         self.temperature = temperature
         self.top_k = top_k
         self._seed = keras.random.SeedGenerator(seed) if temperature > 0 else None
-        self._search = tf.function(self._search_ids, reduce_retracing=True, jit_compile=jit_compile)
+        self._search = tf.function(self._search_ids, reduce_retracing=True, jit_compile=jit_compile,
+                                   autograph=False)
 
     def encode(self, text):
         """Source ids with EOS, and whether the text was cut to `max_input_length` tokens."""

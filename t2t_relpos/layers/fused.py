@@ -12,12 +12,13 @@ import keras
 
 
 def fused(fn):
-    """`fn` under `tf.function(jit_compile=True, reduce_retracing=True)` on TensorFlow, else `fn` itself."""
+    """`fn` under `tf.function(jit_compile=True, reduce_retracing=True)` (keras.ops: no AutoGraph) on TensorFlow,
+    else `fn` itself."""
     if keras.backend.backend() != "tensorflow":
         return fn
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    return tf.function(fn, jit_compile=True, reduce_retracing=True)
+    return tf.function(fn, jit_compile=True, reduce_retracing=True, autograph=False)
 
 
 def materialized(x):

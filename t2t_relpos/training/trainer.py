@@ -204,7 +204,8 @@ class Trainer:
     def _build_train_step(self):
         strategy, optimizer = self.strategy, self.optimizer
         variables = self.model.trainable_variables
-        gradients = tf.function(self._gradients, jit_compile=True) if self.jit_compile else self._gradients
+        gradients = (tf.function(self._gradients, jit_compile=True, autograph=False) if self.jit_compile
+                     else self._gradients)
 
         def one_step(batch):
             context = tf.distribute.get_replica_context()
@@ -234,14 +235,20 @@ class Trainer:
         def reduce(stats):
             return {name: strategy.reduce(SUM, value, axis=None) for name, value in stats.items()}
 
-        @tf.function(reduce_retracing=True)
+        # Traced without AutoGraph (everything it calls is written with explicit graph control flow, as the
+        # model's code must be to run under jax.jit): converting the model's code took a trainer ~10 s to start.
+        @tf.function(reduce_retracing=True, autograph=False)
         def train_step(iterator):
             if self.accumulation_steps == 1:
                 return reduce(strategy.run(one_step, args=(next(iterator),)))
             totals = reduce(strategy.run(accumulate, args=(next(iterator),)))
-            for _ in tf.range(self.accumulation_steps - 1):
+
+            def accumulate_more(i, totals):
                 more = reduce(strategy.run(accumulate, args=(next(iterator),)))
-                totals = {name: totals[name] + more[name] for name in totals}
+                return i + 1, {name: totals[name] + more[name] for name in totals}
+
+            _, totals = tf.while_loop(lambda i, _: i < self.accumulation_steps - 1, accumulate_more,
+                                      (tf.constant(0), totals))
             strategy.run(apply_accumulated)
             return totals
 
@@ -357,7 +364,7 @@ class Trainer:
         """
         max_batches = self.eval_steps if max_batches is None else max_batches
         if self._eval_step is None:
-            self._eval_step = tf.function(self._evaluate_batch, reduce_retracing=True)
+            self._eval_step = tf.function(self._evaluate_batch, reduce_retracing=True, autograph=False)
         dataset = pipeline.input_dataset(self.problem, self.hparams, split, data_dir=self.data_dir)
         if max_batches:
             dataset = dataset.take(max_batches)
