@@ -332,10 +332,10 @@ def test_the_step_compiled_with_xla_and_in_mixed_precision_matches_the_graph(tmp
     assert metrics["xla"]["accuracy"] == metrics["graph"]["accuracy"]
 
 
-def _small_trainer(tmp_path, overrides, **kwargs):
+def _small_trainer(tmp_path, overrides, hparams_set="transformer_cpu_rel", **kwargs):
     """A `transformer_cpu_rel` trainer of 4-digit reversal, evaluated once on one batch, seed 1."""
     problem = algorithmic.AlgorithmicReverseDecimal40(train_length=4, eval_length=4, num_eval_examples=16)
-    hparams = registry.hparams("transformer_cpu_rel")
+    hparams = registry.hparams(hparams_set)
     hparams.parse(overrides)
     return trainer_lib.Trainer(problem, hparams, str(tmp_path), seed=1, eval_every=0, eval_steps=1, verbose=False,
                                **kwargs)
@@ -355,6 +355,27 @@ def test_a_resumed_run_reads_on_in_the_stream_an_uninterrupted_run_reads(tmp_pat
     trainer.optimizer.iterations.assign(3)  # As a run resumed at step 3: 3 steps of 2 batches taken.
     assert inputs(4) == stream[6:10]
     assert inputs(4) != stream[:4]
+
+
+def test_a_seeded_run_resumed_draws_what_the_uninterrupted_run_draws_and_old_checkpoints_resume(tmp_path):
+    # The random states (dropout, position offsets) are in the checkpoint: 2 + 2 steps give the weights of 4.
+    # Before, a resumed run restarted them from the seed (weights 3e-4 apart after 2 + 2 steps with dropout).
+    overrides = "batch_size=128,num_encoder_layers=1,num_decoder_layers=1,position_start_index=random"
+    whole = _small_trainer(tmp_path / "whole", overrides, "transformer_cpu")
+    whole.train(4)
+    _small_trainer(tmp_path / "parts", overrides, "transformer_cpu").train(2)
+    resumed = _small_trainer(tmp_path / "parts", overrides, "transformer_cpu")
+    assert checkpoints.step_of(resumed.restored_from) == 2
+    assert len(checkpoints.random_states(resumed.model)) >= 2  # Dropout's and the offsets'.
+    resumed.train(4)
+    for a, b in zip(whole.model.weights, resumed.model.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+    # A checkpoint saved before the random states were kept (model and optimizer only) still resumes.
+    tf.train.CheckpointManager(tf.train.Checkpoint(model=whole.model, optimizer=whole.optimizer),
+                               str(tmp_path / "old"), 1).save(checkpoint_number=4)
+    old = _small_trainer(tmp_path / "old", overrides, "transformer_cpu")
+    assert checkpoints.step_of(old.restored_from) == 4 and old.step == 4
+    np.testing.assert_array_equal(old.model.weights[0].numpy(), whole.model.weights[0].numpy())
 
 
 def test_the_steps_are_traced_as_written_not_converted_by_autograph(tmp_path, monkeypatch):

@@ -261,6 +261,24 @@ def storage_error(exc, what, path, then=None):
     return errors.T2TRelposError(f"{error}; {then}") if then else error
 
 
+def random_states(model):
+    """The states of the model's random-number generators (`keras.random.SeedGenerator`: dropout, position
+    offsets), in the model's order: a training checkpoint keeps them (as `random`) so that a resumed run draws
+    what the uninterrupted run would have drawn."""
+    return [v for v in model.non_trainable_variables if v.name == "seed_generator_state"]
+
+
+def _without_random_states(checkpoint, path):
+    """`checkpoint`, or for a checkpoint saved before they were kept (before 2026-12-01), one of the same
+    objects less the random states, which then start as a new run's do."""
+    random = getattr(checkpoint, "random", None)
+    if random is None or "random" in _saved_children(path):
+        return checkpoint
+    logging.warning("%s holds no random-number states (saved before they were kept): dropout and position "
+                    "offsets draw anew from the seed", path)
+    return tf.train.Checkpoint(model=checkpoint.model, optimizer=checkpoint.optimizer)
+
+
 def restore_latest(checkpoint, directory, is_chief=True):
     """Restores the newest readable checkpoint of `directory` into `checkpoint`; returns its path or None.
 
@@ -291,7 +309,8 @@ def restore_latest(checkpoint, directory, is_chief=True):
     for path in reversed(paths):
         try:
             _check_loss_scaling(checkpoint, path)
-            _restore(lambda path=path: checkpoint.restore(tf_path(path)).assert_existing_objects_matched(), path)
+            _restore(lambda path=path: _without_random_states(checkpoint, path).restore(tf_path(path))
+                     .assert_existing_objects_matched(), path)
         except UnreadableCheckpointError as e:
             unreadable.append(e)
             logging.warning("%s; resuming from an older checkpoint", e)

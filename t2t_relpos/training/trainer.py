@@ -163,7 +163,8 @@ class Trainer:
             self.optimizer.build(self.model.trainable_variables)  # Every variable, so checkpoints match.
             freeze_layers(self.model, hparams.get("freeze_layers") or [])
             self._accumulators = self._make_accumulators() if self.accumulation_steps > 1 else None
-        checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+        checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
+                                         random=checkpoints.random_states(self.model))
         self.restored_from = checkpoints.restore_latest(checkpoint, output_dir, self.is_chief)
         self.manager = checkpoints.make_manager(checkpoint, output_dir, keep_checkpoint_max, self.is_chief)
         self._train_step = None
