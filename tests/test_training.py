@@ -333,7 +333,7 @@ def test_the_step_compiled_with_xla_and_in_mixed_precision_matches_the_graph(tmp
 
 
 def _small_trainer(tmp_path, overrides, hparams_set="transformer_cpu_rel", **kwargs):
-    """A `transformer_cpu_rel` trainer of 4-digit reversal, evaluated once on one batch, seed 1."""
+    """A trainer of 4-digit reversal (`transformer_cpu_rel` unless told), evaluated once on one batch, seed 1."""
     problem = algorithmic.AlgorithmicReverseDecimal40(train_length=4, eval_length=4, num_eval_examples=16)
     hparams = registry.hparams(hparams_set)
     hparams.parse(overrides)

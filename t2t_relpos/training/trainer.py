@@ -237,7 +237,7 @@ class Trainer:
             return {name: strategy.reduce(SUM, value, axis=None) for name, value in stats.items()}
 
         # Traced without AutoGraph (everything it calls is written with explicit graph control flow, as the
-        # model's code must be to run under jax.jit): converting the model's code took a trainer ~10 s to start.
+        # model's code must be to run under jax.jit): converting the model's code took a trainer ~5 s to start.
         @tf.function(reduce_retracing=True, autograph=False)
         def train_step(iterator):
             if self.accumulation_steps == 1:
