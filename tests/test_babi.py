@@ -407,9 +407,11 @@ def test_tiny_babi_run_through_the_clis(tmp_path):
     assert trained.returncode == 0, trained.stderr[-2000:]
     assert "encoder_ponder_time" in trained.stdout
     assert {"ponder_time/encoder", "ponder_time_picture/encoder"} <= summary_tags(os.path.join(run, "eval"))
-    decoded = run_tool("t2t-relpos-decoder", f"--output_dir={run}", f"--data_dir={data_dir}",
-                       "--decode_split=test", f"--decode_to_file={tmp_path / 'answers.txt'}",
-                       f"--decode_ponder_plot={tmp_path / 'ponder.png'}", timeout=300)
+    # Decoding in this process (`call_tool`: no second import of TensorFlow; the decoder as a process is
+    # tests/test_decoder_cli.py's and test_faults.py's).
+    decoded = call_tool("t2t-relpos-decoder", f"--output_dir={run}", f"--data_dir={data_dir}",
+                        "--decode_split=test", f"--decode_to_file={tmp_path / 'answers.txt'}",
+                        f"--decode_ponder_plot={tmp_path / 'ponder.png'}")
     assert decoded.returncode == 0, decoded.stderr[-2000:]
     assert "answer_accuracy = " in decoded.stderr and "  qa20  accuracy = " in decoded.stderr  # Scores: stderr.
     assert "failed (error > 5%) = " in decoded.stderr and not decoded.stdout
@@ -418,7 +420,7 @@ def test_tiny_babi_run_through_the_clis(tmp_path):
     assert len(answers) == 20 * 10 * 3 and set(answers) <= set(PLACES) | {p + ",milk" for p in PLACES}
     assert os.path.getsize(tmp_path / "ponder.png") > 0
     one = call_tool("t2t-relpos-decoder", f"--output_dir={run}", f"--data_dir={data_dir}", "--decode_from_file=-",
-                    stdin="Mary went to the garden . Where is Mary ?\n")  # In this process: the above were processes.
+                    stdin="Mary went to the garden . Where is Mary ?\n")
     assert one.returncode == 0 and one.stdout.strip() in answers
     # The benchmark's per-task curve decodes the held-out questions at each kept checkpoint, once.
     args = types.SimpleNamespace(train_steps=6, data_dir=data_dir, single_task=0)
@@ -442,10 +444,10 @@ def test_an_export_the_model_cannot_have_is_refused_before_training(tmp_path, ex
     """`--export` is checked when the run starts: the refusal once came after the whole training run."""
     data_dir = write_task_files(str(tmp_path / "babi"), stories=2)
     run = tmp_path / "run"
-    refused = run_tool("t2t-relpos-trainer", "--problem=babi_qa_facts_all_tasks_1k",
-                       "--hparams_set=adaptive_universal_transformer_babi_rel", f"--data_dir={data_dir}",
-                       f"--output_dir={run}", "--train_steps=2", "--hparams=hidden_size=16,filter_size=32,num_heads=2",
-                       "--export", f"--export_format={export_format}", timeout=300)
+    refused = call_tool("t2t-relpos-trainer", "--problem=babi_qa_facts_all_tasks_1k",
+                        "--hparams_set=adaptive_universal_transformer_babi_rel", f"--data_dir={data_dir}",
+                        f"--output_dir={run}", "--train_steps=2", "--hparams=hidden_size=16,filter_size=32,num_heads=2",
+                        "--export", f"--export_format={export_format}")
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert reason in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     assert "step " not in refused.stdout and not list(run.glob("ckpt-*"))
