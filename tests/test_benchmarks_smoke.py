@@ -177,3 +177,21 @@ def test_decoding_output_check_catches_disagreement_and_early_stops():
     other[1, 1] = decoding.EOS_ID
     with pytest.raises(AssertionError, match="not 3 real tokens"):
         decoding._check_outputs({"greedy": {"cached": ids, "uncached": other}}, 3)  # pylint: disable=protected-access
+
+
+_TRACE_PATH = os.path.join(os.path.dirname(_PATH), "trace_cost.py")
+_TRACE_SPEC = importlib.util.spec_from_file_location("benchmark_trace_cost", _TRACE_PATH)
+trace_cost = importlib.util.module_from_spec(_TRACE_SPEC)
+_TRACE_SPEC.loader.exec_module(trace_cost)
+
+
+def test_trace_cost_counts_a_layers_graph_ops_and_times_fresh_traces(capsys):
+    fn, signature = trace_cost.parts(8, ["attention"])["attention"]
+    ops, consts, seconds = trace_cost.measure(fn, signature, reps=2)
+    assert 0 < consts < ops and len(seconds) == 2 and min(seconds) > 0
+    assert trace_cost.main(["--parts", "attention", "--reps", "1", "--hidden_size", "8"]) == 0
+    row = capsys.readouterr().out.splitlines()[-1]
+    assert row.startswith(f"| attention | {ops} | {consts} | ")  # The same graph: the counts do not vary.
+    with pytest.raises(SystemExit, match="2"):
+        trace_cost.main(["--parts", "attention,nothing"])
+    assert "error: parts must be among" in capsys.readouterr().err
