@@ -27,7 +27,7 @@ def test_flatness_is_the_per_repetition_ratio_of_longest_to_shortest():
     assert accelerator.flatness(rows) == {("m", 2, "beam"): (1.5, 1.0, 3.0)}
 
 
-@pytest.mark.slow  # 57 s of a core: `make test-all`, before a session's device time (benchmarks/README.md).
+@pytest.mark.slow  # 57 s of a core: run before a session's device time (`pytest -m slow`; benchmarks/README.md).
 def test_tiny_run_on_jax_decodes_exactly_and_reports_every_part(tmp_path):
     pytest.importorskip("jax")
     out = tmp_path / "figures.json"

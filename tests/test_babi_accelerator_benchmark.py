@@ -137,8 +137,8 @@ def two_seeds(prepared, tmp_path_factory):
     return run
 
 
-# The GPU command's end-to-end checks on JAX at tiny sizes (60 s of a core with their fixture): `make test-all`,
-# to be run before a session's device time (docs/guide/babi.md); the cheap ones above stay in `make test`.
+# The GPU command's end-to-end checks on JAX at tiny sizes (60 s of a core with their fixture): `pytest -m slow`
+# (or `make test-all`) before a session's device time (docs/guide/babi.md); the cheap ones above stay in `make test`.
 @pytest.mark.slow
 def test_two_seeds_trained_side_by_side_are_answered_alike_by_tensorflow(prepared, two_seeds, tmp_path, capsys,
                                                                          monkeypatch):
