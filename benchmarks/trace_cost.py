@@ -8,8 +8,7 @@ each part, the ops of its `tf.function(..., autograph=False)` graph (all ops and
 arithmetic and slicing make), and times a fresh trace (the median of `--reps`, each of a new `tf.function`).
 Parts: one attention layer (relative, k = 8, padding masks), one Transformer encoder layer, the whole model's
 forward pass (2+2 layers, relative), and forward + loss + gradient (the training step's trace less the
-optimizer's update). Run it with
-the machine otherwise idle; the op counts do not depend on the load.
+optimizer's update). Run it with the machine otherwise idle; the op counts do not depend on the load.
 """
 
 import argparse
