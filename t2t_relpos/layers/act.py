@@ -5,6 +5,7 @@ from keras import ops
 
 from t2t_relpos.layers.checks import check_int
 from t2t_relpos.layers.checks import keras_mask as _keras_mask
+from t2t_relpos.layers.positionwise import at_positions
 
 # How halted positions and the output behave (see `AdaptiveComputationTime`).
 ACT_TYPES = ("copy", "basic")
@@ -94,7 +95,8 @@ class AdaptiveComputationTime(keras.layers.Layer):
 
     def halting_probability(self, step_inputs):
         """p = sigmoid(w . x + b): `[B, L, D]` -> float32 `[B, L]` (float64 in a float64 layer)."""
-        return ops.cast(self.halting_unit(step_inputs)[..., 0], self._accumulation_dtype)
+        p = at_positions(self.halting_unit, step_inputs)  # A 2-D matmul (`positionwise`).
+        return ops.cast(p[..., 0], self._accumulation_dtype)
 
     def call(self, states, step_fn, padding_mask=None, halt_early=False):
         if padding_mask is None:

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from t2t_relpos.layers.checks import concrete
+from t2t_relpos.layers.positionwise import at_positions
 
 
 @keras.saving.register_keras_serializable(package="t2t_relpos")
@@ -66,7 +67,8 @@ class TokenEmbedding(keras.layers.Layer):
 
     def logits(self, x):
         """`[B, T, hidden_size]` -> `[B, T, vocab_size]`."""
-        return ops.matmul(x, ops.transpose(ops.cast(self.embeddings, x.dtype)))
+        table = ops.transpose(ops.cast(self.embeddings, x.dtype))
+        return at_positions(lambda flat: ops.matmul(flat, table), x)  # A 2-D matmul (`positionwise`).
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape) + (self.hidden_size,)

@@ -10,6 +10,7 @@ from t2t_relpos.layers import cache_ops, relative_ops
 from t2t_relpos.layers.checks import check_int, check_shape, static_shape
 from t2t_relpos.layers.checks import concrete as _concrete
 from t2t_relpos.layers.checks import keras_mask as _keras_mask
+from t2t_relpos.layers.positionwise import flatten_positions
 
 _MASKED_LOGIT = -1e9
 
@@ -191,13 +192,18 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
         self.dropout_layer.build(None)
 
     # -- projections -------------------------------------------------------------------------------------
-    def _project(self, x, weights, depth):
-        """`[B, T, D]` -> `[B, H, T, depth]`: heads first, so every attention product is a batched matmul."""
+    def _project(self, x, weights, depth, batch_and_length=None):
+        """`[B, T, D]` -> `[B, H, T, depth]`: heads first, so every attention product is a batched matmul.
+
+        One 2-D matmul over the flattened positions (`positionwise`); `batch_and_length`: x's `[B, T]`, when
+        the caller has read them already.
+        """
         kernel, bias = weights
-        y = ops.matmul(x, kernel)
+        y = ops.matmul(flatten_positions(x), kernel)
         if bias is not None:
             y = y + bias
-        y = ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], self.num_heads, depth))
+        batch, length = ops.shape(x)[:2] if batch_and_length is None else batch_and_length
+        y = ops.reshape(y, (batch, length, self.num_heads, depth))
         return ops.transpose(y, (0, 2, 1, 3))
 
     def compute_key_value(self, value, key=None):
@@ -233,18 +239,20 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
             edge_labels = self._checked_edge_labels(edge_labels)
         self._check_shapes(query, value, cache, query_mask, value_mask, key_mask, attention_mask, edge_labels)
 
-        q = self._project(query, self._query, self.key_dim)
+        # The dynamic dimensions, each read once (a read is a few graph ops); keys and values have one length.
+        batch, num_queries = ops.shape(query)[:2]
+        q = self._project(query, self._query, self.key_dim, (batch, num_queries))
         if cache is not None and cache_index is None:
             k, v = cache["key"], cache["value"]
         else:
-            k = self._project(key, self._key, self.key_dim)
-            v = self._project(value, self._value, self.value_dim)
+            memory = (batch, num_queries) if value is query else ops.shape(value)[:2]
+            k = self._project(key, self._key, self.key_dim, memory)
+            v = self._project(value, self._value, self.value_dim, memory)
             if cache is not None:
                 k = cache_ops.write(cache["key"], ops.cast(k, cache["key"].dtype), cache_index, axis=2)
                 v = cache_ops.write(cache["value"], ops.cast(v, cache["value"].dtype), cache_index, axis=2)
                 cache = {"key": k, "value": v}
-
-        num_queries, num_keys = ops.shape(q)[2], ops.shape(k)[2]
+        num_keys = ops.shape(k)[2] if cache is not None else memory[1]
         first = 0 if cache_index is None else cache_index
         query_positions = first + ops.arange(num_queries, dtype="int32")
         relations = self._relations(query_positions, num_keys, edge_labels, use_causal_mask)
@@ -276,8 +284,8 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
             scores = scores * has_keys[:, None, :, None]
 
         kernel, bias = self._output
-        out = ops.reshape(ops.transpose(out, (0, 2, 1, 3)), (ops.shape(out)[0], num_queries, -1))
-        out = ops.matmul(out, kernel)
+        out = ops.reshape(ops.transpose(out, (0, 2, 1, 3)), (-1, self.num_heads * self.value_dim))
+        out = ops.reshape(ops.matmul(out, kernel), (batch, num_queries, kernel.shape[1]))
         if bias is not None:
             out = out + bias
 

@@ -3,6 +3,7 @@
 import keras
 
 from t2t_relpos.layers.checks import check_int, check_positive, keras_mask
+from t2t_relpos.layers.positionwise import at_positions
 from t2t_relpos.layers.relative_attention import RelationAwareMultiHeadAttention
 
 
@@ -34,7 +35,8 @@ class FeedForward(keras.layers.Layer):
         self.outer.build(tuple(input_shape[:-1]) + (self.filter_size,))
 
     def call(self, x, training=None):
-        return self.outer(self.dropout(self.inner(x), training=training))
+        # Over the flattened positions: two 2-D matmuls (`positionwise`).
+        return at_positions(lambda flat: self.outer(self.dropout(self.inner(flat), training=training)), x)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.hidden_size,)

@@ -7,6 +7,7 @@ from keras import ops
 
 from t2t_relpos.layers import cache_ops
 from t2t_relpos.layers.checks import keras_mask
+from t2t_relpos.layers.positionwise import at_positions
 
 
 @keras.saving.register_keras_serializable(package="t2t_relpos")
@@ -127,12 +128,12 @@ class SeparableConvTransition(keras.layers.Layer):
             x = x * keep
         first, second = self.kernel_size
         padded, inner_buffer = self._windows(x, first, None if cache is None else cache["inner"], cache_index)
-        h = self.inner(self._depthwise(padded, self.inner_depthwise))
+        h = at_positions(self.inner, self._depthwise(padded, self.inner_depthwise))
         h = self.dropout(h, training=training)
         if keep is not None:
             h = h * keep
         padded, outer_buffer = self._windows(h, second, None if cache is None else cache["outer"], cache_index)
-        y = self.outer(self._depthwise(padded, self.outer_depthwise))
+        y = at_positions(self.outer, self._depthwise(padded, self.outer_depthwise))
         if cache is None:
             return y
         return y, {"inner": inner_buffer, "outer": outer_buffer}

@@ -6,6 +6,7 @@ from keras import ops
 from t2t_relpos import registry
 from t2t_relpos.layers.embedding import TokenEmbedding
 from t2t_relpos.layers.position import PositionOffset
+from t2t_relpos.layers.positionwise import at_positions
 from t2t_relpos.layers.transformer_stack import TransformerDecoder, TransformerEncoder
 from t2t_relpos.models.inputs import architecture_arguments, build_once, check_features, check_ids, ensure_built
 
@@ -197,7 +198,8 @@ class Transformer(keras.Model):
         return self.shared_position_offset(ops.zeros((1, lengths, 1)), training=training)
 
     def logits(self, y):
-        logits = self.target_embedding.logits(y) if self.softmax is None else self.softmax(y)
+        logits = (self.target_embedding.logits(y) if self.softmax is None
+                  else at_positions(self.softmax, y))  # A 2-D matmul (`positionwise`).
         return ops.cast(logits, "float32")
 
     def call(self, features, training=None, return_details=False):
