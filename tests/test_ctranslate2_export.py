@@ -161,7 +161,7 @@ def test_trainer_and_export_tool_write_a_ctranslate2_model(tmp_path):
     trained = run_tool("t2t-relpos-trainer", "--problem=translate_local", "--hparams_set=transformer_cpu_rel",
                        "--hparams=batch_size=256,max_length=40,heads_share_relative_embeddings=true",
                        f"--data_dir={data_dir}", f"--tmp_dir={tmp_path}", f"--output_dir={run}", "--generate_data",
-                       "--train_steps=2", "--checkpoint_every=2", "--eval_steps=1", "--export",
+                       "--train_steps=2", "--checkpoint_every=2", "--schedule=train", "--export",
                        "--export_format=ctranslate2", timeout=400)
     assert trained.returncode == 0, trained.stdout + trained.stderr
     assert f"Exported a CTranslate2 model to {run / 'export_ctranslate2' / '2'}" in trained.stdout

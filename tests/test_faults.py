@@ -69,7 +69,7 @@ def trained(tmp_path_factory):
                       "--hparams_set=transformer_tiny_rel", f"--data_dir={data}", f"--output_dir={run}",
                       "--hparams=hidden_size=32,filter_size=64,num_heads=2,batch_size=256,max_length=40,"
                       "beam_size=2,num_averaged_checkpoints=3", "--train_steps=20", "--checkpoint_every=10",
-                      "--eval_steps=1", "--export", "--seed=1", timeout=400)
+                      "--schedule=train", "--export", "--seed=1", timeout=400)
     assert result.returncode == 0, result.stdout + result.stderr
     return {"root": root, "usr": str(usr), "data": data, "run": run}
 
@@ -170,6 +170,14 @@ def test_hparams_no_model_can_use(tmp_path, overrides, fragment):
     one_line_error(result, fragment)
 
 
+@pytest.mark.parametrize("flag", ["--eval_every=10", "--eval_steps=1"])
+def test_evaluation_flags_with_the_train_schedule(tmp_path, flag):
+    result = call_tool("t2t-relpos-trainer", "--problem=algorithmic_reverse_decimal40",
+                       "--hparams_set=transformer_tiny_rel", "--schedule=train", flag, f"--output_dir={tmp_path / 'r'}")
+    one_line_error(result, "--schedule=train never evaluates")
+    assert not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize("where, fragment", [("file", "is a file, not a directory"),
                                              ("file/run", "cannot create --output_dir")])
 def test_output_dir_that_cannot_be_a_directory(tmp_path, where, fragment):
@@ -194,7 +202,7 @@ def test_a_truncated_newest_checkpoint(trained, tmp_path):
     one_line_error(averaged, "ckpt-20 is unreadable", data_file.name)
 
     resumed = run_tool("t2t-relpos-trainer", f"--usr_dir={trained['usr']}", f"--data_dir={trained['data']}",
-                       f"--output_dir={run}", "--train_steps=21", "--eval_steps=1", timeout=300)
+                       f"--output_dir={run}", "--train_steps=21", "--schedule=train", timeout=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "ckpt-20 is unreadable" in resumed.stderr and "resuming from an older checkpoint" in resumed.stderr
     assert f"Resuming from {run}/ckpt-10 (step 10)" in resumed.stdout

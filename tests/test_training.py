@@ -323,7 +323,7 @@ def test_the_step_compiled_with_xla_and_in_mixed_precision_matches_the_graph(tmp
         problem = algorithmic.AlgorithmicReverseDecimal40(train_length=8, eval_length=8, num_eval_examples=32)
         hparams = registry.hparams("transformer_cpu_rel")
         hparams.parse("batch_size=256,hidden_size=16,filter_size=32,num_heads=2,layer_prepostprocess_dropout=0.0,"
-                      "attention_dropout=0.0,relu_dropout=0.0")
+                      "attention_dropout=0.0,relu_dropout=0.0,num_encoder_layers=1,num_decoder_layers=1")
         trainer = trainer_lib.Trainer(problem, hparams, str(tmp_path / way), seed=1, checkpoint_every=100,
                                       eval_every=0, eval_steps=1, verbose=False, **options)
         metrics[way] = trainer.train(1)
@@ -333,12 +333,24 @@ def test_the_step_compiled_with_xla_and_in_mixed_precision_matches_the_graph(tmp
 
 
 def _small_trainer(tmp_path, overrides, hparams_set="transformer_cpu_rel", **kwargs):
-    """A trainer of 4-digit reversal (`transformer_cpu_rel` unless told), evaluated once on one batch, seed 1."""
+    """A trainer of 4-digit reversal (`transformer_cpu_rel` unless told), seed 1, that never evaluates unless
+    told (`schedule`; then once, at the end, on one batch)."""
     problem = algorithmic.AlgorithmicReverseDecimal40(train_length=4, eval_length=4, num_eval_examples=16)
     hparams = registry.hparams(hparams_set)
     hparams.parse(overrides)
     return trainer_lib.Trainer(problem, hparams, str(tmp_path), seed=1, eval_every=0, eval_steps=1, verbose=False,
-                               **kwargs)
+                               **{"schedule": "train", **kwargs})
+
+
+def test_the_train_schedule_never_evaluates(tmp_path):
+    trainer = _small_trainer(tmp_path, "batch_size=128,num_encoder_layers=1,num_decoder_layers=1")
+    evaluations = []
+    trainer.evaluate = lambda *args, **kwargs: evaluations.append(args)  # Counts calls; never runs one.
+    assert trainer.train(2) is None and trainer.step == 2
+    assert trainer.train(2) is None  # Already trained: still no evaluation.
+    assert not evaluations and not (tmp_path / "eval").exists() and os.listdir(tmp_path / "train")
+    with pytest.raises(ValueError, match="schedule must be one of continuous_train_and_eval, train, got 'evaluate'"):
+        _small_trainer(tmp_path / "other", "", schedule="evaluate")
 
 
 def test_a_resumed_run_reads_on_in_the_stream_an_uninterrupted_run_reads(tmp_path):
@@ -395,7 +407,7 @@ def test_the_steps_are_traced_as_written_not_converted_by_autograph(tmp_path, mo
     monkeypatch.setattr(losses, "cross_entropy_and_accuracy", watched(losses.cross_entropy_and_accuracy))
     monkeypatch.setattr(losses, "smoothed_cross_entropy", watched(losses.smoothed_cross_entropy))
     trainer = _small_trainer(tmp_path, "batch_size=128,accumulation_steps=2,num_encoder_layers=1,"
-                                       "num_decoder_layers=1")
+                                       "num_decoder_layers=1", schedule="continuous_train_and_eval")
     trainer.train(1)  # Traces the step (its accumulation loop too) and, at its end, the evaluation.
     assert len(converted) >= 3 and not any(converted), converted
 

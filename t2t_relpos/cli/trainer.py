@@ -31,6 +31,9 @@ def define_flags():
                          lower_bound=1)
     flags.DEFINE_integer("eval_every", None, "Steps between evaluations (default: --checkpoint_every; 0: "
                          "only at the end).", lower_bound=0)
+    flags.DEFINE_enum("schedule", "continuous_train_and_eval", ["continuous_train_and_eval", "train"],
+                      "tensor2tensor's --schedule (the two of its values that train): evaluate every --eval_every "
+                      "steps and at the end, or 'train': never evaluate.")
     flags.DEFINE_integer("checkpoint_every", 1000, "Steps between checkpoints.", lower_bound=1)
     flags.DEFINE_integer("keep_checkpoint_max", 20, "Checkpoints to keep.", lower_bound=1)
     flags.DEFINE_integer("log_every", 100, "Steps between progress lines when not on a terminal.",
@@ -77,6 +80,9 @@ def main(argv):  # pylint: disable=unused-argument
     strategy = strategy_lib.make_strategy(FLAGS.distribution)
     if not FLAGS.output_dir:
         raise errors.T2TRelposError("--output_dir is required")
+    if FLAGS.schedule == "train" and (FLAGS.eval_every is not None or FLAGS.eval_steps is not None):
+        raise errors.T2TRelposError("--schedule=train never evaluates: drop --eval_every and --eval_steps, or "
+                                    "evaluate with --schedule=continuous_train_and_eval")
     hparams, problem_name, model_name = stored.resolve_for_run(
         FLAGS.output_dir, FLAGS.hparams_set, FLAGS.hparams, FLAGS.gin_file, FLAGS.gin_param,
         problem=FLAGS.problem, model=FLAGS.model)
@@ -147,7 +153,7 @@ def train(strategy, hparams, problem, model_name):
         problem, hparams, FLAGS.output_dir, model_name=model_name, data_dir=FLAGS.data_dir, strategy=strategy,
         seed=FLAGS.seed, jit_compile=FLAGS.jit_compile, mixed_precision=mixed_precision,
         checkpoint_every=FLAGS.checkpoint_every, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-        eval_every=FLAGS.eval_every, eval_steps=FLAGS.eval_steps, log_every=FLAGS.log_every)
+        eval_every=FLAGS.eval_every, eval_steps=FLAGS.eval_steps, log_every=FLAGS.log_every, schedule=FLAGS.schedule)
     if FLAGS.export and trainer.is_chief:
         export_cli.check_export(trainer.model, problem, FLAGS.data_dir, FLAGS.export_format)
     try:

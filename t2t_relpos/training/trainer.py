@@ -25,6 +25,9 @@ from t2t_relpos.training import checkpoints, losses, optimizers
 from t2t_relpos.training import strategy as strategy_lib
 
 SUM = tf.distribute.ReduceOp.SUM
+# tensor2tensor's `--schedule` values that train (its default first); "train" never evaluates.
+CONTINUOUS_TRAIN_AND_EVAL = "continuous_train_and_eval"
+SCHEDULES = (CONTINUOUS_TRAIN_AND_EVAL, "train")
 
 
 class WorkerLost(Exception):
@@ -127,13 +130,15 @@ class Trainer:
         keep_checkpoint_max: Checkpoints kept (older ones are deleted).
         eval_every: Steps between evaluations (default: `checkpoint_every`); 0: only at the end.
         eval_steps: Evaluation batches (None: the whole evaluation split).
+        schedule: tensor2tensor's `--schedule`, of its values the two that train: "continuous_train_and_eval"
+            (evaluations every `eval_every` steps and at the end) or "train" (none: `train` returns None).
         log_every: Steps between progress lines when stdout is not a terminal.
         verbose: Print progress.
     """
 
     def __init__(self, problem, hparams, output_dir, model_name=None, data_dir=None, strategy=None, seed=None,
                  jit_compile=False, mixed_precision=None, checkpoint_every=1000, keep_checkpoint_max=20,
-                 eval_every=None, eval_steps=None, log_every=100, verbose=True):
+                 eval_every=None, eval_steps=None, log_every=100, verbose=True, schedule=CONTINUOUS_TRAIN_AND_EVAL):
         self.problem = problem
         self.hparams = hparams
         self.output_dir = output_dir
@@ -146,6 +151,9 @@ class Trainer:
         self.checkpoint_every = max(1, checkpoint_every)
         self.eval_every = self.checkpoint_every if eval_every is None else eval_every
         self.eval_steps = eval_steps
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
+        self.evaluates = schedule == CONTINUOUS_TRAIN_AND_EVAL
         self.log_every = max(1, log_every)
         self.verbose = verbose
         self.is_chief = strategy_lib.is_chief(self.strategy)
@@ -276,7 +284,8 @@ class Trainer:
 
     # -- training ----------------------------------------------------------------------------------------
     def train(self, train_steps):
-        """Trains until the optimizer has taken `train_steps` steps; returns the last evaluation's metrics.
+        """Trains until the optimizer has taken `train_steps` steps; returns the last evaluation's metrics (None
+        with the "train" schedule).
 
         Raises:
             TrainingInterrupted: after SIGINT/SIGTERM, once a checkpoint of the current step is saved.
@@ -293,7 +302,7 @@ class Trainer:
         if start >= train_steps:
             if self.verbose:
                 print(f"Already trained for {start} >= {train_steps} steps.", flush=True)
-            return self.evaluate()
+            return self.evaluate() if self.evaluates else None
         if self._train_step is None:
             self._train_step = self._build_train_step()
         if self.verbose and start and self.seed is not None:
@@ -322,7 +331,7 @@ class Trainer:
                 saved = None
                 if step % self.checkpoint_every == 0 or step == train_steps:
                     saved = self._save(step)
-                if step == train_steps or (self.eval_every and step % self.eval_every == 0):
+                if self.evaluates and (step == train_steps or (self.eval_every and step % self.eval_every == 0)):
                     metrics = self.evaluate()
                     if self._stop_signal is not None:  # It stopped between batches, without metrics.
                         raise TrainingInterrupted(step, saved or self._save(step))
