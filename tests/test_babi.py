@@ -402,7 +402,8 @@ def test_tiny_babi_run_through_the_clis(tmp_path):
     trained = run_tool("t2t-relpos-trainer", "--problem=babi_qa_facts_all_tasks_1k",
                        "--hparams_set=adaptive_universal_transformer_babi_rel", f"--data_dir={data_dir}",
                        f"--output_dir={run}", "--train_steps=6", "--checkpoint_every=3", "--eval_steps=2",
-                       "--hparams=hidden_size=16,filter_size=32,num_heads=2,batch_size=1024,act_max_steps=3", "--seed=1",
+                       "--hparams=hidden_size=16,filter_size=32,num_heads=2,batch_size=1024,act_max_steps=3",
+                       "--seed=1",
                        timeout=300)
     assert trained.returncode == 0, trained.stderr[-2000:]
     assert "encoder_ponder_time" in trained.stdout

@@ -27,7 +27,8 @@ def test_a_seed_numpy_cannot_take_is_a_flag_error(tmp_path):
 
 # -- concurrent runs ----------------------------------------------------------------------------------------
 TRAINER = ["--problem=algorithmic_reverse_decimal40", "--hparams_set=transformer_tiny_rel",
-           "--hparams=hidden_size=16,filter_size=32,num_heads=2,batch_size=128,max_length=10", "--eval_steps=1"]
+           "--hparams=hidden_size=16,filter_size=32,num_heads=2,batch_size=128,max_length=10,num_encoder_layers=1,"
+           "num_decoder_layers=1", "--eval_steps=1"]
 
 
 def _tool_process(tool, *args, **kwargs):

@@ -72,7 +72,10 @@ def killed_when_left(processes):
                 process.communicate()
 
 
-def _trainer_args(output_dir, steps, *extra, hparams="batch_size=256,max_length=16", code=TRAINER):
+SMALL = "hidden_size=16,filter_size=32,num_heads=2,num_encoder_layers=1,num_decoder_layers=1"  # Traces fast.
+
+
+def _trainer_args(output_dir, steps, *extra, hparams=f"batch_size=256,max_length=16,{SMALL}", code=TRAINER):
     return [sys.executable, "-c", code, "--problem=algorithmic_reverse_binary40",
             "--hparams_set=transformer_cpu_rel", f"--hparams={hparams}",
             f"--output_dir={output_dir}", f"--train_steps={steps}", "--eval_steps=1", "--log_every=1", *extra]
@@ -94,7 +97,7 @@ def test_multi_worker_mirrored_with_two_processes(tmp_path):
         env = dict(ENV, TF_CONFIG=json.dumps(config), TMPDIR=str(scratch), T2T_RELPOS_TEST_GATE=str(gate))
         processes.append(subprocess.Popen(
             _trainer_args(tmp_path / "run", 4, "--distribution=multi_worker", "--checkpoint_every=4",
-                          hparams="batch_size=256,max_length=16,clip_grad_norm=1.0",
+                          hparams=f"batch_size=256,max_length=16,clip_grad_norm=1.0,{SMALL}",
                           code=HELD_TRAINER if index == 1 else TRAINER),
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     with killed_when_left(processes):
