@@ -5,10 +5,18 @@ import os
 
 import pytest
 
-_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "attention.py")
-_SPEC = importlib.util.spec_from_file_location("benchmark_attention", _PATH)
-attention = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(attention)
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+
+
+def _load(name):
+    """benchmarks/NAME.py as a module (the folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", os.path.join(BENCHMARKS, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+attention = _load("attention")
 common = attention.common
 
 
@@ -95,7 +103,7 @@ def test_a_terminated_script_stops_its_tools_and_starts_no_more(tmp_path):
 
     script = tmp_path / "script.py"
     script.write_text(_STOPPED_SCRIPT)
-    parent = subprocess.Popen([sys.executable, str(script), os.path.dirname(_PATH), str(tmp_path)])
+    parent = subprocess.Popen([sys.executable, str(script), BENCHMARKS, str(tmp_path)])
     deadline = time.monotonic() + 60
     while not (tmp_path / "first").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -108,10 +116,7 @@ def test_a_terminated_script_stops_its_tools_and_starts_no_more(tmp_path):
         os.kill(int((tmp_path / "first").read_text()), 0)
 
 
-_DECODING_PATH = os.path.join(os.path.dirname(_PATH), "decoding.py")
-_DECODING_SPEC = importlib.util.spec_from_file_location("benchmark_decoding", _DECODING_PATH)
-decoding = importlib.util.module_from_spec(_DECODING_SPEC)
-_DECODING_SPEC.loader.exec_module(decoding)
+decoding = _load("decoding")
 
 
 def test_decoding_measure_tiny_length_cached_equals_uncached(tmp_path):
@@ -179,10 +184,7 @@ def test_decoding_output_check_catches_disagreement_and_early_stops():
         decoding._check_outputs({"greedy": {"cached": ids, "uncached": other}}, 3)  # pylint: disable=protected-access
 
 
-_TRACE_PATH = os.path.join(os.path.dirname(_PATH), "trace_cost.py")
-_TRACE_SPEC = importlib.util.spec_from_file_location("benchmark_trace_cost", _TRACE_PATH)
-trace_cost = importlib.util.module_from_spec(_TRACE_SPEC)
-_TRACE_SPEC.loader.exec_module(trace_cost)
+trace_cost = _load("trace_cost")
 
 
 def test_trace_cost_counts_a_layers_graph_ops_and_times_fresh_traces(capsys):
