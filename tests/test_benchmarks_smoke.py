@@ -1,20 +1,11 @@
 """The attention benchmark at a tiny length: its results, table and verdict, and its naive layer's correctness."""
 
-import importlib.util
 import os
 
 import pytest
 
-BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
-
-
-def _load(name):
-    """benchmarks/NAME.py as a module (the folder is not a package)."""
-    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", os.path.join(BENCHMARKS, f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from benchmark_scripts import BENCHMARKS
+from benchmark_scripts import load as _load
 
 attention = _load("attention")
 common = attention.common

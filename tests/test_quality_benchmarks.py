@@ -1,6 +1,5 @@
 """The quality benchmarks' parsing and tables (their real runs take hours; see benchmarks/README.md)."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,15 +10,8 @@ import types
 import numpy as np
 import pytest
 
-_BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", os.path.join(_BENCHMARKS, f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from benchmark_scripts import BENCHMARKS as _BENCHMARKS
+from benchmark_scripts import load as _load
 
 length_generalisation = _load("length_generalisation")
 ablations = _load("ablations")
