@@ -177,8 +177,9 @@ class AlgorithmicProblem(problem.Problem):
             chunks = self._chunks([key, _SPLIT_CODES[split]], self.eval_length, self.num_eval_examples)
         spec = (tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32))
         examples = tf.data.Dataset.from_generator(chunks, output_signature=(spec, spec)).unbatch()
-        examples = examples.map(lambda i, t: {"inputs": i[0][:i[1]], "targets": t[0][:t[1]]},
-                                num_parallel_calls=tf.data.AUTOTUNE)
+        unpadded = tf.autograph.experimental.do_not_convert(  # Nothing to convert: AutoGraph would only cost time.
+            lambda i, t: {"inputs": i[0][:i[1]], "targets": t[0][:t[1]]})
+        examples = examples.map(unpadded, num_parallel_calls=tf.data.AUTOTUNE)
         if split != "train":
             examples = examples.apply(tf.data.experimental.assert_cardinality(self.num_eval_examples))
             # One fixed set, split between the workers (training shards get their own seeds instead).

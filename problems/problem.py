@@ -308,5 +308,6 @@ def _check_element_spec(examples, owner):
         raise errors.DataError(f"{owner}._dataset must yield dicts with 'inputs' and 'targets' as integer "
                                f"[None] tensors, got {spec}")
     if any(s.dtype != tf.int32 for s in spec.values()):
-        examples = examples.map(lambda example: {k: tf.cast(v, tf.int32) for k, v in example.items()})
+        examples = examples.map(tf.autograph.experimental.do_not_convert(
+            lambda example: {k: tf.cast(v, tf.int32) for k, v in example.items()}))
     return examples

@@ -339,7 +339,8 @@ class TranslateProblem(problem.Problem):
         chunks = self._example_chunks(split, data_dir, seed, num_shards, shard_index, shards.PARSE_BATCH)
         # One example per element, in order. Unbatched ragged rows are typed as (flat) RaggedTensors; a map
         # receives them as the plain tensors they are.
-        return chunks.unbatch().map(lambda example: example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        return chunks.unbatch().map(tf.autograph.experimental.do_not_convert(lambda example: example),
+                                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
     def _example_chunks(self, split, data_dir, seed, num_shards, shard_index, chunk_size=None):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel  # Listing problems must not load TF.
@@ -383,7 +384,7 @@ def _encoder(tokenizer):
             encoded[key] = tf.concat([ids, eos], axis=1)
         return encoded
 
-    return encode
+    return tf.autograph.experimental.do_not_convert(encode)  # No control flow on tensors to convert.
 
 
 def _training_records(paths, seed, num_shards, shard_index, cycle_length=16):

@@ -15,6 +15,17 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long checks, left out of `make test` (a benchmark covers them)")
 
 
+@pytest.fixture
+def autograph_conversions(monkeypatch):
+    """The functions AutoGraph converts while the test runs (appended to the list this gives)."""
+    from tensorflow.python.autograph.impl import api  # pylint: disable=import-outside-toplevel
+
+    converted, convert = [], api._convert_actual  # pylint: disable=protected-access
+    monkeypatch.setattr(api, "_convert_actual",
+                        lambda entity, context: converted.append(entity) or convert(entity, context))
+    return converted
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     import keras  # pylint: disable=import-outside-toplevel

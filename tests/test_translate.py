@@ -416,3 +416,15 @@ def test_training_pairs_with_an_empty_side_are_left_out_and_counted(tmp_path, ca
     registry.problem("translate_local").generate_data(str(data_dir), str(raw))
     assert "left out 2 training pairs with an empty side" in capsys.readouterr().err
     assert shards.load_manifest(str(data_dir), "translate_local", "train")["examples"] == 150
+
+
+def test_reading_ids_or_text_converts_no_function_with_autograph(prepared, tmp_path, autograph_conversions):
+    from t2t_relpos.data import pipeline  # pylint: disable=import-outside-toplevel
+
+    problem, data_dir, _, _ = prepared
+    hparams = registry.hparams("transformer_cpu_rel").parse("batch_size=96,max_length=48")
+    for directory in (data_dir, _without_ids(data_dir, tmp_path / "text")):
+        for split in ("train", "eval"):
+            assert next(iter(pipeline.input_dataset(problem, hparams, split, directory, seed=1)))
+        assert next(problem.dataset("train", directory, seed=1).as_numpy_iterator())
+    assert not autograph_conversions, autograph_conversions

@@ -140,6 +140,7 @@ def parse_id_batches(records, batch_size=shards.PARSE_BATCH):
     """
     spec = {key: tf.io.RaggedFeature(tf.int64, row_splits_dtype=tf.int64) for key in _FEATURES}
 
+    @tf.autograph.experimental.do_not_convert
     def parse(batch):
         parsed = tf.io.parse_example(batch, spec)
         return {key: tf.cast(parsed[key], tf.int32) for key in _FEATURES}

@@ -132,8 +132,8 @@ def parse_pair_batches(records, batch_size=PARSE_BATCH):
     In order (`unbatch()` gives the pairs one by one, as they were written), parsed in parallel.
     """
     spec = {key: tf.io.FixedLenFeature([], tf.string) for key in _FEATURES}
-    return records.batch(batch_size).map(lambda batch: tf.io.parse_example(batch, spec),
-                                         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    parse = tf.autograph.experimental.do_not_convert(lambda batch: tf.io.parse_example(batch, spec))
+    return records.batch(batch_size).map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def read_pairs(path, limit=None):
