@@ -185,6 +185,10 @@ def test_trace_cost_counts_a_layers_graph_ops_and_times_fresh_traces(capsys):
     assert trace_cost.main(["--parts", "attention", "--reps", "1", "--hidden_size", "8"]) == 0
     row = capsys.readouterr().out.splitlines()[-1]
     assert row.startswith(f"| attention | {ops} | {consts} | ")  # The same graph: the counts do not vary.
+    ops, consts, seconds = trace_cost.measure_pipeline(reps=1)
+    assert 0 < consts < ops and len(seconds) == 1
+    assert trace_cost.main(["--parts", "pipeline", "--reps", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"| pipeline | {ops} | {consts} | ")
     with pytest.raises(SystemExit, match="2"):
         trace_cost.main(["--parts", "attention,nothing"])
     assert "error: parts must be among" in capsys.readouterr().err
