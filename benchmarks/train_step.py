@@ -78,7 +78,7 @@ def make_step(hparams, variant):
     optimizer = optimizers.from_hparams(hparams)
     optimizer.build(model.trainable_variables)
 
-    @tf.function(jit_compile=variant == "jit")
+    @tf.function(jit_compile=variant == "jit", autograph=False)  # As the trainer traces its step.
     def step(batch):
         with tf.GradientTape() as tape:
             logits = model(batch, training=True)

@@ -52,9 +52,9 @@ def test_searches_in_a_graph_give_what_copying_writes_give(models, name):
         return search.greedy(model, x, 10, lengths=lengths), search.beam_search(model, x, 10, beam_size=3,
                                                                                 lengths=lengths)
 
-    in_place = tf.nest.map_structure(lambda t: t.numpy(), tf.function(both)(inputs))
+    in_place = tf.nest.map_structure(lambda t: t.numpy(), tf.function(both, autograph=False)(inputs))
     with mock.patch.object(cache_ops, "write", _copying_write):
-        copying = tf.nest.map_structure(lambda t: t.numpy(), tf.function(both)(inputs))
+        copying = tf.nest.map_structure(lambda t: t.numpy(), tf.function(both, autograph=False)(inputs))
     for got, want in zip(tf.nest.flatten(in_place), tf.nest.flatten(copying)):
         if got.dtype == np.int32:
             np.testing.assert_array_equal(got, want)

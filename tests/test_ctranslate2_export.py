@@ -88,9 +88,9 @@ def test_greedy_and_beam_outputs_equal_the_package_search(trained, corpus, tmp_p
     limits = [len(source) + EXTRA for source in sources]
     inputs, lengths = batch(sources), np.array(limits, np.int32)
     # In a graph, as the decoder runs them (eager steps took most of this test's time).
-    greedy = tf.function(lambda: search.greedy(trained, inputs, max(limits), lengths=lengths))
+    greedy = tf.function(lambda: search.greedy(trained, inputs, max(limits), lengths=lengths), autograph=False)
     beam = tf.function(lambda: search.beam_search(trained, inputs, max(limits), beam_size=4, alpha=0.0,
-                                                  lengths=lengths))
+                                                  lengths=lengths), autograph=False)
     (greedy_ids, _), (beam_ids, _) = greedy(), beam()
     greedy_ids, beam_ids = ops.convert_to_numpy(greedy_ids), ops.convert_to_numpy(beam_ids)
     finished = sum(1 in row for row in greedy_ids)

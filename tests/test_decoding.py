@@ -42,7 +42,7 @@ def test_cached_greedy_equals_decoding_the_whole_prefix(model):
 def test_cached_greedy_under_tf_function_and_xla(model):
     inputs = tf.constant(sources())
     eager, _ = search.greedy(model, inputs, 12)
-    compiled = tf.function(lambda x: search.greedy(model, x, 12), jit_compile=True)
+    compiled = tf.function(lambda x: search.greedy(model, x, 12), jit_compile=True, autograph=False)
     np.testing.assert_array_equal(compiled(inputs)[0].numpy(), ops.convert_to_numpy(eager))
 
 
@@ -252,7 +252,7 @@ class CacheSizes:
 
     def __init__(self, model, step=None):
         self.model, self.sizes = model, []
-        self.step = step or tf.function(model.decode_step)
+        self.step = step or tf.function(model.decode_step, autograph=False)
 
     def encode(self, inputs, training=None):
         return self.model.encode(inputs, training=training)

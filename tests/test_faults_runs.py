@@ -56,7 +56,7 @@ def run(tmp_path_factory):
              "evaluated": 0, "interrupted": None}
     with usr_problem(found):
         trainer = make_trainer(found, found["dir"], eval_steps=None)
-        evaluate = tf.function(trainer._evaluate_batch, reduce_retracing=True)  # pylint: disable=protected-access
+        evaluate = tf.function(trainer._evaluate_batch, reduce_retracing=True, autograph=False)  # pylint: disable=protected-access
 
         def first_batch_then_sigterm(batch):  # A scheduler's SIGTERM, while the first eval batch runs.
             found["evaluated"] += 1

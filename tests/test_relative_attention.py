@@ -120,7 +120,7 @@ def test_gradients_with_unknown_shapes_match_eager(k):
             loss = tf.reduce_sum(layer(inputs, use_causal_mask=True) ** 2)
         return tape.gradient(loss, [inputs] + [w.value for w in layer.trainable_weights])
 
-    dynamic = tf.function(gradients, input_signature=[tf.TensorSpec([None, None, D])])
+    dynamic = tf.function(gradients, input_signature=[tf.TensorSpec([None, None, D])], autograph=False)
     for inputs in (x, x[:1, :4]):
         for got, want in zip(dynamic(inputs), gradients(inputs)):
             np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5, rtol=1e-5)
@@ -159,7 +159,7 @@ def test_incremental_decoding_under_tf_function_with_xla():
     layer = make_layer()
     full = ops.convert_to_numpy(layer(x, use_causal_mask=True))
 
-    @tf.function(jit_compile=True)
+    @tf.function(jit_compile=True, autograph=False)
     def step(piece, cache, index):
         return layer(piece, cache=cache, cache_index=index, use_causal_mask=True)
 
@@ -323,7 +323,7 @@ def test_edge_labels_that_cannot_be_read_are_refused(labels, pattern):
     with pytest.raises(ValueError, match=pattern):
         layer(random_inputs(), edge_labels=labels)
     # Inside a compiled function the range is not checked (it would cost a host round trip), the dtype is.
-    compiled = tf.function(lambda x, e: layer(x, edge_labels=e))
+    compiled = tf.function(lambda x, e: layer(x, edge_labels=e), autograph=False)
     if labels.dtype.kind == "f":
         with pytest.raises(ValueError, match=pattern):
             compiled(random_inputs(), labels)

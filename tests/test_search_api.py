@@ -131,9 +131,10 @@ def test_tensor_arguments_are_left_to_the_ops(model):
     expected_greedy = ops.convert_to_numpy(search.greedy(model, inputs, 8, lengths=lengths)[0])
     expected_beam = ops.convert_to_numpy(search.beam_search(model, inputs, 8, beam_size=2, lengths=lengths)[0])
     spec = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32), tf.TensorSpec([None], tf.int32)]
-    greedy = tf.function(lambda x, n, rows: search.greedy(model, x, n, lengths=rows), input_signature=spec)
+    greedy = tf.function(lambda x, n, rows: search.greedy(model, x, n, lengths=rows), input_signature=spec,
+                         autograph=False)
     beam = tf.function(lambda x, n, rows: search.beam_search(model, x, n, beam_size=2, lengths=rows),
-                       input_signature=spec)
+                       input_signature=spec, autograph=False)
     np.testing.assert_array_equal(greedy(inputs, tf.constant(8), lengths)[0].numpy(), expected_greedy)
     np.testing.assert_array_equal(beam(inputs, tf.constant(8), lengths)[0].numpy(), expected_beam)
 

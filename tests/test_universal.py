@@ -189,7 +189,8 @@ def test_early_exit_at_inference_gives_the_same_results(act_type):
     act = _act_layer(depth + max_steps, max_steps, kernel, -1.5, act_type)
     fixed = act(states, step_fn=keras_step, padding_mask=mask)
     early = act(states, step_fn=keras_step, padding_mask=mask, halt_early=True)
-    graph = tf.function(lambda s: act(s, step_fn=keras_step, padding_mask=mask, halt_early=True))(states)
+    graph = tf.function(lambda s: act(s, step_fn=keras_step, padding_mask=mask, halt_early=True),
+                        autograph=False)(states)
     for name in fixed:
         np.testing.assert_allclose(numpy_of(early[name]), numpy_of(fixed[name]), atol=1e-6, err_msg=name)
         np.testing.assert_allclose(numpy_of(graph[name]), numpy_of(fixed[name]), atol=1e-6, err_msg=name)
@@ -383,7 +384,7 @@ def test_act_encoder_compiles_with_xla():
     eager = encoder(x, padding_mask=mask, return_ponder_times=True)  # The unrolled loop.
     # training=False takes the early-exit while-loop, compiled here by XLA.
     compiled = tf.function(lambda a, m: encoder(a, padding_mask=m, training=False, return_ponder_times=True),
-                           jit_compile=True)(x, mask)
+                           jit_compile=True, autograph=False)(x, mask)
     for a, b in zip(eager, compiled):
         np.testing.assert_allclose(numpy_of(b), numpy_of(a), atol=1e-5)
 
