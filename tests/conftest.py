@@ -1,4 +1,4 @@
-"""Shared test set-up: quiet TensorFlow, a CPU split into logical devices, fast deterministic seeds."""
+"""Shared test set-up: quiet TensorFlow, the backend and allocator the tools use, deterministic seeds."""
 
 import os
 
