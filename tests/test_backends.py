@@ -104,7 +104,7 @@ def test_layers_models_and_search_agree_with_the_references(backend, fixtures):
             pytest.fail(message)
         pytest.skip(message)
     # XLA's CPU code generation at -O0: the checks are of what the layers compute, and compiling the ~500 tiny
-    # programs they run (eager ops included) was most of the JAX check's time (83 s -> 64 s alone, idle).
+    # programs they run (eager ops included) was most of the JAX check's time (alone, idle: 54-83 s -> 43-64 s).
     xla_flags = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), "--xla_backend_optimization_level=0"]))
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
                JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags)
