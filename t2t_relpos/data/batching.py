@@ -130,8 +130,8 @@ def batch_examples(examples, batch_size, max_length, min_length=8, length_bucket
                         pad_to_bucket_boundary=pad_to_bucket_boundary, shuffle_batches=shuffle_batches, seed=seed)
 
 
-# The functions below have no Python control flow on tensors: AutoGraph, which tf.data applies to every map and
-# scan function, would only re-parse their source (1-2 s of each pipeline's construction).
+# Nothing that `batch_chunks` maps or scans has Python control flow on tensors: AutoGraph, which tf.data applies to
+# every such function unless told not to, would only re-parse their source (about 1 s of each pipeline's build).
 @tf.autograph.experimental.do_not_convert
 def batch_chunks(chunks, batch_size, max_length, min_length=8, length_bucket_step=1.1, drop_long=True,
                  pad_to_bucket_boundary=False, shuffle_batches=False, seed=None, shuffle_examples=False):
