@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/teacher_forced.py --output_dir RUN --split train --num_samples 400 [--seed 0]
     .venv/bin/python benchmarks/teacher_forced.py --output_dir RUN --checkpoint_path RUN/ckpt-12000 ...
     .venv/bin/python benchmarks/teacher_forced.py --output_dir RUN --equal_operands 6,12,20 [--operand_period 5]
+    .venv/bin/python benchmarks/teacher_forced.py --output_dir RUN --operand_lengths 15:150,150:15
 
 Each target symbol is predicted from the true symbols before it (one forward pass, as in training), and the
 argmax is compared with the reference: the `accuracy` and `accuracy_per_sequence` that tensor2tensor's trainer
@@ -27,7 +28,10 @@ split shows whether a model adds. A last line gives the digits that need both op
 `--equal_operands 6,10,16` (addition only) asks instead whether what a model gets wrong is a digit's index or the
 operands' length: for each L, `--num_samples` (default 64) sums whose operands both have L digits, and the
 accuracy of each digit index below L; `--operand_period P` repeats each operand's first P digits, so that a
-digit's neighbours in the input cannot tell a model where it is.
+digit's neighbours in the input cannot tell a model where it is. `--operand_lengths 15:150,150:15` does the same
+for operands of unequal length (and gives the longer one's other digits' accuracy): the two inputs are equally long,
+but the digits a sum pairs are 16 symbols apart in the first (as in training, where the first operand has at most
+20 digits) and 151 in the second.
 `--checkpoint_path` measures an older checkpoint of the run (default: its newest), e.g. to see in which order the
 indices are learned.
 """
@@ -136,28 +140,42 @@ def both_operands_by_index_line(hypotheses, references, kinds, last=10):
     return accuracy.line("both operands by digit index")
 
 
-def equal_operand_sums(problem, length, count, period=0, seed=0):
-    """Features {"inputs", "targets"} (ids as the problem writes them) of `count` sums whose two operands both
-    have `length` digits, random with a nonzero last (most significant) digit, drawn with `seed`; with `period`,
-    each operand is its first `period` digits repeated, so that a digit's neighbours do not tell where it is."""
+def operand_sums(problem, lengths, count, period=0, seed=0):
+    """Features {"inputs", "targets"} (ids as the problem writes them) of `count` sums whose first operand has
+    `lengths[0]` digits and second `lengths[1]`, random with a nonzero last (most significant) digit, drawn with
+    `seed`; with `period`, each operand is its first `period` digits repeated, so that a digit's neighbours do not
+    tell where it is. Digit i of the second operand is `lengths[0] + 1` symbols behind digit i of the first."""
+    width = max(lengths)
     rng = np.random.default_rng(seed)
-    operands = rng.integers(0, problem.base, size=(2, count, length))
+    operands = rng.integers(0, problem.base, size=(2, count, width))
     if period:
-        operands = np.tile(operands[:, :, :period], (1, 1, -(-length // period)))[:, :, :length]
-    operands[:, :, -1] = rng.integers(1, problem.base, size=(2, count))
-    symbols = np.concatenate([operands[0], np.full((count, 1), problem.base), operands[1]], axis=1)
-    inputs, _ = algorithmic.to_ids(symbols, np.full(count, 2 * length + 1))
+        operands = np.tile(operands[:, :, :period], (1, 1, -(-width // period)))[:, :, :width]
+    tops = rng.integers(1, problem.base, size=(2, count))
+    for operand, length in enumerate(lengths):
+        operands[operand, :, length - 1] = tops[operand]
+        operands[operand, :, length:] = 0
+    symbols = np.concatenate([operands[0, :, :lengths[0]], np.full((count, 1), problem.base),
+                              operands[1, :, :lengths[1]]], axis=1)
+    inputs, _ = algorithmic.to_ids(symbols, np.full(count, sum(lengths) + 1))
     targets, _ = algorithmic.to_ids(*algorithmic.add_lower_endian(operands[0], operands[1], problem.base))
     return {"inputs": inputs, "targets": targets}
 
 
-def equal_operands_line(model, problem, length, count, period=0, seed=0):
-    """Teacher-forced accuracy of the digits that need both operands (indices below `length`), by index, on
-    `equal_operand_sums`: is a digit's index what a model gets wrong, or the operands' length?"""
-    features = equal_operand_sums(problem, length, count, period, seed)
+def operands_line(model, problem, lengths, count, period=0, seed=0):
+    """Teacher-forced accuracy on `operand_sums`, by index, of the digits that need both operands (indices below
+    the shorter operand's length); with operands of unequal length, also the mean over the longer one's other
+    digits (one operand, a carry at most) and over each ten of them. Is a digit's index what a model gets wrong,
+    the operands' length, or the distance between the digits a sum pairs (the first operand's length + 1)?"""
+    features = operand_sums(problem, lengths, count, period, seed)
     argmax = np.argmax(np.asarray(model(features, training=False)), axis=-1)
-    accuracy = (argmax[:, :length] == features["targets"][:, :length]).mean(axis=0)
-    return f"  operands of {length:>2} digits: " + " ".join(f"{value:.2f}" for value in accuracy)
+    right = argmax == features["targets"]
+    both, longer = min(lengths), max(lengths)
+    label = f"{lengths[0]:>2} digits" if both == longer else f"{lengths[0]:>2} + {lengths[1]:>2} digits"
+    line = f"  operands of {label}: " + " ".join(f"{value:.2f}" for value in right[:, :both].mean(axis=0))
+    if both < longer:
+        tens = " ".join(f"{right[:, start:min(start + 10, longer)].mean():.2f}" for start in range(both, longer, 10))
+        line += f"; one operand (indices {both}-{longer - 1}): {right[:, both:longer].mean():.2f}, by ten: {tens}"
+    return line
 
 
 def addition_separator(problem):
@@ -196,29 +214,36 @@ def main(argv=None):
     parser.add_argument("--equal_operands", help="addition: comma-separated operand lengths L; instead of --split, "
                         "--num_samples (default 64) sums whose operands both have L digits, drawn with --seed, and "
                         "the accuracy of each digit index below L")
-    parser.add_argument("--operand_period", type=int, default=0, help="--equal_operands: each operand its first "
-                        "P digits repeated")
+    parser.add_argument("--operand_lengths", help="addition: comma-separated L1:L2, as --equal_operands with a "
+                        "first operand of L1 digits and a second of L2, e.g. 15:150,150:15 (the same lengths, "
+                        "digits paired 16 or 151 symbols apart)")
+    parser.add_argument("--operand_period", type=int, default=0, help="--equal_operands, --operand_lengths: each "
+                        "operand its first P digits repeated")
     args = parser.parse_args(argv)
-    lengths = []
-    if args.equal_operands:
-        try:
-            lengths = [int(length) for length in args.equal_operands.split(",")]
-        except ValueError:
-            parser.error(f"--equal_operands takes comma-separated lengths, got {args.equal_operands!r}")
-        if min(lengths) < 1 or args.operand_period < 0:
-            parser.error("--equal_operands lengths must be >= 1 and --operand_period >= 0")
+    lengths = []  # (first, second) operand lengths.
+    try:
+        lengths += [(int(length),) * 2 for length in args.equal_operands.split(",")] if args.equal_operands else []
+    except ValueError:
+        parser.error(f"--equal_operands takes comma-separated lengths, got {args.equal_operands!r}")
+    try:
+        pairs = [entry.split(":") for entry in args.operand_lengths.split(",")] if args.operand_lengths else []
+        lengths += [(int(first), int(second)) for first, second in pairs]
+    except ValueError:  # Also an entry without its two lengths.
+        parser.error(f"--operand_lengths takes comma-separated L1:L2, got {args.operand_lengths!r}")
+    if lengths and min(min(pair) for pair in lengths) < 1 or args.operand_period < 0:
+        parser.error("operand lengths must be >= 1 and --operand_period >= 0")
     model, problem, path = load_run(parser, args)
     addition = isinstance(problem, algorithmic.AlgorithmicAddition)
-    for flag, given in (("--digit_kinds", args.digit_kinds), ("--equal_operands", lengths)):
+    for flag, given in (("--digit_kinds", args.digit_kinds), ("--equal_operands", args.equal_operands),
+                        ("--operand_lengths", args.operand_lengths)):
         if given and not addition:
             parser.error(f"{flag} is for the addition problems, not {problem.name}")
     if lengths:
         period = f", each operand its first {args.operand_period} digits repeated" if args.operand_period else ""
-        print(f"teacher-forced, {path}, sums of operands of equal length (seed {args.seed}{period}); accuracy of "
-              "the digits that need both operands, by index (0 the least significant):")
-        for length in lengths:
-            print(equal_operands_line(model, problem, length, args.num_samples or 64, args.operand_period,
-                                      args.seed))
+        print(f"teacher-forced, {path}, sums of operands of the lengths asked (seed {args.seed}{period}); accuracy "
+              "of the digits that need both operands, by index (0 the least significant):")
+        for pair in lengths:
+            print(operands_line(model, problem, pair, args.num_samples or 64, args.operand_period, args.seed))
         return 0
     hypotheses, references, inputs = predictions(model, problem, args.split, args.num_samples, seed=args.seed)
     seeded = f" (seed {args.seed})" if args.split == "train" else ""

@@ -363,14 +363,12 @@ def test_teacher_forced_splits_an_addition_by_the_operands_each_digit_needs():
         "  both operands by digit index: 0 0.50, 1 1.00, 2+ 1.00")
 
 
-def test_teacher_forced_equal_operands_are_sums_of_the_lengths_asked(capsys):
-    """--equal_operands: sums whose operands both have L digits (the last nonzero), encoded as the problem encodes
-    its own, right by integer arithmetic; with --operand_period each operand repeats its first P digits. The line
-    gives one accuracy per digit index below L."""
-    import keras  # pylint: disable=import-outside-toplevel
-
+@pytest.mark.parametrize("lengths", [(7, 7), (3, 9), (9, 3)])
+def test_teacher_forced_operand_sums_are_sums_of_the_lengths_asked(lengths):
+    """--equal_operands, --operand_lengths: sums whose operands have L1 and L2 digits (the last nonzero), encoded
+    as the problem encodes its own, right by integer arithmetic; with --operand_period each operand repeats its
+    first P digits; the same sums for the same seed."""
     from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
-    from t2t_relpos.training import trainer  # pylint: disable=import-outside-toplevel
 
     teacher_forced = _load("teacher_forced")
     problem = registry.problem("algorithmic_addition_decimal40")
@@ -380,23 +378,49 @@ def test_teacher_forced_equal_operands_are_sums_of_the_lengths_asked(capsys):
         return decode([i for i in ids.tolist() if i > 1])  # Without EOS and padding.
 
     for period in (0, 3):
-        features = teacher_forced.equal_operand_sums(problem, 7, 20, period=period, seed=period)
+        features = teacher_forced.operand_sums(problem, lengths, 20, period=period, seed=period)
         for inputs, targets in zip(features["inputs"], features["targets"]):
             first, second = text(inputs).split("+")
-            assert len(first) == len(second) == 7 and first[-1] != "0" and second[-1] != "0"
+            assert (len(first), len(second)) == lengths and first[-1] != "0" and second[-1] != "0"
             assert int(text(targets)[::-1]) == int(first[::-1]) + int(second[::-1])  # Least significant first.
             assert inputs.tolist()[-1] == targets.tolist()[len(text(targets))] == 1  # EOS ends each.
-            if period:
-                assert first[3:6] == first[:3] and second[3:6] == second[:3]
-    again = teacher_forced.equal_operand_sums(problem, 7, 20, period=3, seed=3)
-    assert (again["inputs"] == features["inputs"]).all()  # The same sums for the same seed.
+            for operand in (first, second) if period else ():  # Repeats but for its nonzero last digit.
+                assert all(operand[i] == operand[i - period] for i in range(period, len(operand) - 1))
+    again = teacher_forced.operand_sums(problem, lengths, 20, period=3, seed=3)
+    assert (again["inputs"] == features["inputs"]).all()
+
+
+def test_teacher_forced_operand_lines_and_flags(capsys):
+    """One accuracy per digit index below the shorter operand's length, and the longer operand's other digits
+    when the lengths differ; a bad length list is one line and status 2."""
+    import keras  # pylint: disable=import-outside-toplevel
+
+    from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.training import trainer  # pylint: disable=import-outside-toplevel
+
+    teacher_forced = _load("teacher_forced")
+    problem = registry.problem("algorithmic_addition_decimal40")
     keras.utils.set_random_seed(3)
     model = trainer.build_model(registry.hparams("transformer_cpu"), problem)
-    line = teacher_forced.equal_operands_line(model, problem, 5, 8)
+    line = teacher_forced.operands_line(model, problem, (5, 5), 8)
     assert line.startswith("  operands of  5 digits: ") and len(line.split(": ")[1].split()) == 5
-    with pytest.raises(SystemExit) as stopped:
-        teacher_forced.main(["--output_dir", "unused", "--equal_operands", "6,x"])
-    assert stopped.value.code == 2 and "--equal_operands takes comma-separated lengths" in capsys.readouterr().err
+    line = teacher_forced.operands_line(model, problem, (3, 25), 8)
+    assert line.startswith("  operands of  3 + 25 digits: ") and "; one operand (indices 3-24): " in line
+    assert len(line.split(": ")[1].split(";")[0].split()) == 3  # Digits 0-2 need both operands.
+    assert len(line.split("by ten: ")[1].split()) == 3  # Indices 3-12, 13-22, 23-24.
+
+    def oracle(features, training=False):  # Right on every symbol of the sums, wrong on the padding after them.
+        targets = np.asarray(features["targets"])
+        return np.eye(13)[np.where(targets == 0, 5, targets)]  # 2 reserved ids, 10 digits, the separator.
+
+    assert teacher_forced.operands_line(oracle, problem, (3, 25), 8).endswith(
+        "; one operand (indices 3-24): 1.00, by ten: 1.00 1.00 1.00")
+    for flags, message in ((["--equal_operands", "6,x"], "--equal_operands takes comma-separated lengths"),
+                           (["--operand_lengths", "6:8,9"], "--operand_lengths takes comma-separated L1:L2"),
+                           (["--operand_lengths", "0:8"], "operand lengths must be >= 1")):
+        with pytest.raises(SystemExit) as stopped:
+            teacher_forced.main(["--output_dir", "unused", *flags])
+        assert stopped.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_length_generalisation_writes_the_section_it_is_given(tmp_path, monkeypatch):
