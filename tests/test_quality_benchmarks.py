@@ -409,9 +409,11 @@ def test_teacher_forced_operand_lines_and_flags(capsys):
     assert len(line.split(": ")[1].split(";")[0].split()) == 3  # Digits 0-2 need both operands.
     assert len(line.split("by ten: ")[1].split()) == 3  # Indices 3-12, 13-22, 23-24.
 
+    vocab_size = problem.feature_encoders()["targets"].vocab_size
+
     def oracle(features, training=False):  # Right on every symbol of the sums, wrong on the padding after them.
         targets = np.asarray(features["targets"])
-        return np.eye(13)[np.where(targets == 0, 5, targets)]  # 2 reserved ids, 10 digits, the separator.
+        return np.eye(vocab_size)[np.where(targets == 0, 5, targets)]
 
     assert teacher_forced.operands_line(oracle, problem, (3, 25), 8).endswith(
         "; one operand (indices 3-24): 1.00, by ten: 1.00 1.00 1.00")
