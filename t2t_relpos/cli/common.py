@@ -47,6 +47,30 @@ def fail(prog, message, status=USAGE_ERROR, immediately=False):
     sys.exit(status)
 
 
+# Every flag of the tools whose value is a path (or, --checkpoints and --gin_file, a list of paths). A shell
+# expands `~` only at the start of a word, not after `--flag=`; the tools expand it, as tensor2tensor did
+# (tests/test_cli_paths.py checks that every string flag of every tool is either here or known not to be a path).
+PATH_FLAGS = ("output_dir", "data_dir", "tmp_dir", "usr_dir", "gin_file", "checkpoint_path", "checkpoints",
+              "averaged_dir", "export_dir", "decode_from_file", "decode_to_file", "decode_reference",
+              "decode_ponder_plot")
+
+
+def expand_paths(flag_values=FLAGS):
+    """Expands a leading `~` or `~user` in the values of the `PATH_FLAGS` that `flag_values` has (after parsing)."""
+    for name in PATH_FLAGS:
+        if name not in flag_values:
+            continue
+        value = flag_values[name].value
+        if isinstance(value, list):
+            expanded = [os.path.expanduser(item) for item in value]
+        elif isinstance(value, str):
+            expanded = os.path.expanduser(value)
+        else:
+            continue
+        if expanded != value:  # Defaults (None, "-", []) hold no "~": they stay defaults.
+            setattr(flag_values, name, expanded)
+
+
 def define_usr_dir_flag():
     flags.DEFINE_string("usr_dir", None, "A Python file, package or directory of the user's own "
                         "registrations (problems, models, hparams sets, .gin files) to import first.")
@@ -195,7 +219,7 @@ def run(main, prog, doc, flag_modules, argv=None):
     Also, for every tool: Ctrl-C (`KeyboardInterrupt`) ends it with `prog: error: interrupted` and status 130
     (the trainer catches the signal itself while it trains, to save first); a closed stdout ends it quietly
     (status 141) and a failing one (a full disk) in one line; TensorFlow's own log lines are hidden unless
-    `--tf_log`.
+    `--tf_log`; `~` is expanded in the path flags (`expand_paths`).
 
     Args:
         main: `main(argv) -> int | None`.
@@ -216,6 +240,7 @@ def run(main, prog, doc, flag_modules, argv=None):
             fail(prog, f"{e} (--help lists the flags)")
         if len(remaining) > 1:
             fail(prog, f"unexpected arguments: {' '.join(remaining[1:])} (flags are written --name=value)")
+        expand_paths()
         return remaining
 
     def guarded(args):

@@ -9,6 +9,7 @@ The strings are drawn as the training strings are (lengths uniform in 1..train_l
 """
 
 import argparse
+import os
 import sys
 
 from t2t_relpos import errors, files, registry
@@ -42,7 +43,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog=_PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--problem", default="algorithmic_reverse_decimal20", help="a registered algorithmic problem")
     parser.add_argument("--count", type=int, default=200, help="how many strings")
-    parser.add_argument("--output", required=True, help="path prefix: writes PREFIX.txt and PREFIX.ref.txt")
+    parser.add_argument("--output", required=True, type=os.path.expanduser,  # `--output=~/x`: no shell expands it.
+                        help="path prefix: writes PREFIX.txt and PREFIX.ref.txt")
     parser.add_argument("--seed", type=int, default=0, help="seed of the strings (>= 0)")
     args = parser.parse_args(argv)
     if args.count < 1 or args.seed < 0:
