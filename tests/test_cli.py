@@ -8,6 +8,7 @@ datagen), besides the trainers of the runs the tests decode.
 """
 
 import contextlib
+import copy
 import importlib
 import io
 import logging
@@ -280,9 +281,34 @@ def test_the_registry_names_every_model_of_the_package():
             if registry.model(name).__module__.startswith("t2t_relpos.models.")} == set(builtin)
 
 
-# An example command in a tool's --help: `  [echo ... |] t2t-relpos-<tool> --flag=value ...`.
+# An example command in a tool's --help (a line ending in a backslash continued on the next, as a shell reads
+# it): `  [echo ... |] t2t-relpos-<tool> --flag=value ...`.
 EXAMPLE = re.compile(r"^ +(?:echo [^|\n]*\| *)?(t2t-relpos-[a-z-]+)( .*)?$", re.M)
 CHECKED = ("problem", "hparams_set", "model", "hparams", "gin_param", "decode_hparams", "decode_split")
+
+
+@contextlib.contextmanager
+def tool_flags(tool):
+    """A new `FlagValues` with copies of the flags `tool` has when it runs (its own, the shared ones and absl's),
+    and the names of those not absl's; none of them is left defined on the global FLAGS afterwards."""
+    from absl import flags  # pylint: disable=import-outside-toplevel
+
+    from t2t_relpos.cli import common  # pylint: disable=import-outside-toplevel
+
+    module = importlib.import_module(TOOLS[tool])
+    before = set(flags.FLAGS)
+    module.define_flags()
+    common.define_shared_flags()
+    try:
+        values = flags.FlagValues()
+        for name in flags.FLAGS:
+            if flags.FLAGS[name].name == name:  # Not a short name (-v), which comes with its flag.
+                values[name] = copy.deepcopy(flags.FLAGS[name])
+        own = {name for name in values if not flags.FLAGS.find_module_defining_flag(name, "").startswith("absl.")}
+        yield values, own
+    finally:
+        for name in set(flags.FLAGS) - before:
+            delattr(flags.FLAGS, name)
 
 
 def _check_example_values(values):
@@ -303,22 +329,45 @@ def _check_example_values(values):
 
 
 def test_every_example_in_the_tools_help_is_valid():
-    """The example commands of every tool's --help and the examples in its flags' help: flags the tool has,
+    """The example commands of every tool's --help, as printed, and the examples in its flags' help: one command
+    a line (a backslash at a line's end in a module docstring that is not raw joined the lines of the trainer's
+    and the decoder's examples), flags the tool has with values of their types (parsed by the tool's flags),
     registered names, overrides that parse and pass the checks (`--hparams='hidden_size=256,dropout=0.2'` was
-    `unknown hparam 'dropout'`)."""
+    `unknown hparam 'dropout'`). The cheapest, `--registry_help`, is run."""
+    import ast  # pylint: disable=import-outside-toplevel
+    import inspect  # pylint: disable=import-outside-toplevel
+
+    from absl import flags  # pylint: disable=import-outside-toplevel
+
+    for module in [*TOOLS.values(), "t2t_relpos.cli.demo"]:  # The docstring as written is the text printed.
+        module = importlib.import_module(module)
+        source = inspect.getsource(module)
+        written = ast.get_source_segment(source, ast.parse(source).body[0].value)
+        assert written.count("\n") == module.__doc__.count("\n"), f"{module.__name__}'s docstring joins lines"
     helps = {tool: call_tool(tool, "--help").stdout for tool in TOOLS}
-    commands = [(tool, args) for text in helps.values() for tool, args in EXAMPLE.findall(text)]
+    commands = [(tool, args) for text in helps.values()
+                for tool, args in EXAMPLE.findall(re.sub(r"\\\n *", " ", text))]
     assert len(commands) >= 10 and {tool for tool, _ in commands} == set(TOOLS), commands
+    ran = False
     for tool, args in commands:
+        assert "t2t-relpos-" not in args and not re.search(r"\S {3,}-", args.split("#")[0]), (tool, args)
         words = shlex.split(args.replace("[", "").replace("]", ""), comments=True)
         words = words[:next((i for i, word in enumerate(words) if word in (">", "|")), len(words))]
-        known = set(re.findall(r"^ +--(?:\[no\])?(\w+)", helps[tool], re.M))
-        values = {}
-        for word in words:
-            name, _, value = word.partition("=")
-            assert name.startswith("--") and name[2:] in known, (tool, word)
-            values[name[2:]] = value
-        _check_example_values({flag: value for flag, value in values.items() if flag in CHECKED})
+        with tool_flags(tool) as (values, own):
+            try:
+                values([tool, *words])
+            except flags.Error as e:
+                raise AssertionError(f"{tool} {args}: {e}") from None
+            for name in (word.partition("=")[0][2:] for word in words):  # The tool's, not absl's (--verbosity).
+                assert name in own or name.startswith("no") and name[2:] in own, (tool, name)
+            given = {name: values[name].value for name in own if values[name].present}
+        _check_example_values({flag: value[-1] if isinstance(value, list) else value
+                               for flag, value in given.items() if flag in CHECKED})
+        if words == ["--registry_help"]:
+            result = call_tool(tool, *words)
+            assert result.returncode == 0 and "Hparams sets" in result.stdout, result
+            ran = True
+    assert ran
     examples = {}
     for text in helps.values():
         for paragraph in re.split(r"\n  (?=--)", text):

@@ -2,41 +2,17 @@
 reached the tools as a directory named `~` (the decoder: "holds no run"; datagen: "not a directory"). They
 expand it, as tensor2tensor did, in one place (`common.expand_paths`)."""
 
-import contextlib
-import copy
-import importlib
 import os
 
 import pytest
-from absl import flags
 
 from t2t_relpos.cli import common, demo
-from test_cli import TOOLS, assert_usage_error, call_tool
+from test_cli import TOOLS, assert_usage_error, call_tool, tool_flags
 
 # Every string-valued flag of the tools that is not a path: a flag added to a tool is either a path
 # (common.PATH_FLAGS) or named here, so that a new path flag cannot be left unexpanded.
 NOT_PATHS = {"problem", "model", "hparams_set", "hparams", "gin_param", "decode_hparams", "decode_split",
              "distribution", "schedule", "mixed_precision", "export_format"}
-
-
-@contextlib.contextmanager
-def tool_flags(tool):
-    """A new `FlagValues` with copies of the flags `tool` has when it runs (its own, the shared ones and absl's),
-    and the names of those not absl's; none of them is left defined on the global FLAGS afterwards."""
-    module = importlib.import_module(TOOLS[tool])
-    before = set(flags.FLAGS)
-    module.define_flags()
-    common.define_shared_flags()
-    try:
-        values = flags.FlagValues()
-        for name in flags.FLAGS:
-            if flags.FLAGS[name].name == name:  # Not a short name (-v), which comes with its flag.
-                values[name] = copy.deepcopy(flags.FLAGS[name])
-        own = {name for name in values if not flags.FLAGS.find_module_defining_flag(name, "").startswith("absl.")}
-        yield values, own
-    finally:
-        for name in set(flags.FLAGS) - before:
-            delattr(flags.FLAGS, name)
 
 
 def _string_flags(values, own):

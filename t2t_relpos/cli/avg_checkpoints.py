@@ -1,7 +1,7 @@
 """t2t-relpos-avg-checkpoints: average a run's last checkpoints into a new checkpoint.
 
-  t2t-relpos-avg-checkpoints --output_dir=~/runs/big_rel --num_last=20
-  t2t-relpos-decoder --output_dir=~/runs/big_rel/averaged --decode_from_file=...
+  t2t-relpos-avg-checkpoints --output_dir=$HOME/runs/big_rel --num_last=20
+  t2t-relpos-decoder --output_dir=$HOME/runs/big_rel/averaged --data_dir=$HOME/t2t_data --decode_split=test
 
 Writes <output_dir>/averaged (or --averaged_dir) with the averaged weights and the run's hparams, so the
 decoder can read it as a run directory. --checkpoints=a,b,c averages exactly those checkpoints instead.

@@ -1,7 +1,7 @@
 """t2t-relpos-datagen: prepare a problem's data (vocabulary, TFRecord shards) in --data_dir.
 
-  t2t-relpos-datagen --problem=wmt14_ende --data_dir=~/t2t_data --tmp_dir=~/t2t_tmp [--download]
-  t2t-relpos-datagen --problem=translate_local --data_dir=~/my_data --tmp_dir=~/my_corpus
+  t2t-relpos-datagen --problem=wmt14_ende --data_dir=$HOME/t2t_data --tmp_dir=$HOME/t2t_tmp [--download]
+  t2t-relpos-datagen --problem=translate_local --data_dir=$HOME/my_data --tmp_dir=$HOME/my_corpus
 
 Idempotent: finished files are kept, an interrupted run resumes; a second datagen on the same --data_dir
 waits for the first and then finds the data ready. Raw data is read from --tmp_dir (the

@@ -1,8 +1,8 @@
-"""t2t-relpos-decoder: decode with a trained model (the run's problem, model and hparams are read from
+r"""t2t-relpos-decoder: decode with a trained model (the run's problem, model and hparams are read from
 --output_dir).
 
   t2t-relpos-decoder --output_dir=/tmp/reverse --decode_split=eval > decoded.txt
-  t2t-relpos-decoder --output_dir=~/runs/big_rel --decode_from_file=newstest2014.en \
+  t2t-relpos-decoder --output_dir=$HOME/runs/big_rel --decode_from_file=newstest2014.en \
       --decode_to_file=out.de --decode_reference=newstest2014.de \
       --decode_hparams='beam_size=4,alpha=0.6,batch_size=32'
   echo 0123456789 | t2t-relpos-decoder --output_dir=/tmp/reverse --decode_from_file=-

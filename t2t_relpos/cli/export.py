@@ -1,7 +1,7 @@
 """t2t-relpos-export: export a trained run for serving.
 
-  t2t-relpos-export --output_dir=~/runs/ende --data_dir=~/t2t_data                       # SavedModel
-  t2t-relpos-export --output_dir=~/runs/ende --data_dir=~/t2t_data --export_format=ctranslate2
+  t2t-relpos-export --output_dir=$HOME/runs/ende --data_dir=$HOME/t2t_data                              # SavedModel
+  t2t-relpos-export --output_dir=$HOME/runs/ende --data_dir=$HOME/t2t_data --export_format=ctranslate2
 
 saved_model (TF Serving, or tf.saved_model.load without this package): text in, text out, tokenization and
 search in the graph, written to <output_dir>/export/<step>. ctranslate2: a CTranslate2 model directory with the

@@ -1,10 +1,12 @@
-"""t2t-relpos-trainer: train a registered model on a registered problem.
+r"""t2t-relpos-trainer: train a registered model on a registered problem.
+
+  t2t-relpos-trainer --registry_help        # the problems, models and hparams sets there are
 
   t2t-relpos-trainer --problem=algorithmic_reverse_decimal40 --hparams_set=transformer_tiny_rel \
       --output_dir=/tmp/reverse --train_steps=2000
 
   t2t-relpos-trainer --problem=wmt14_ende --hparams_set=transformer_big_rel \
-      --data_dir=~/t2t_data --tmp_dir=~/t2t_tmp --output_dir=~/runs/big_rel --generate_data
+      --data_dir=$HOME/t2t_data --tmp_dir=$HOME/t2t_tmp --output_dir=$HOME/runs/big_rel --generate_data
 
 Rerunning the same command in the same --output_dir resumes from the last checkpoint (the stored hparams,
 problem and model are reused; asking for different ones is an error). Ctrl-C saves a checkpoint and stops.
