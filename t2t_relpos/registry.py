@@ -17,7 +17,7 @@ function name):
 Look names up with `problem(name)`, `model(name)` and `hparams(name)`; an unknown name raises
 `UnknownNameError` listing the closest registered names. Hparams sets can also be `.gin` files
 (`register_hparams_file`); the package's own sets are the `.gin` files in `hparams/`. `help_string()` lists
-them all, grouped, with a line of description each; it imports neither Keras nor TensorFlow (the package's
+them all, grouped, each with its description (wrapped); it imports neither Keras nor TensorFlow (the package's
 models are registered by name and imported when first looked up).
 """
 
@@ -28,6 +28,7 @@ import inspect
 import os
 import re
 import sys
+import textwrap
 
 from t2t_relpos import errors
 
@@ -229,14 +230,15 @@ def _gin_comment(path):
 
 
 def _rows(names, entries, indent="    "):
-    """A row per name: the name, then its description, cut at a word to fit `_LINE_WIDTH`."""
+    """A row per name: the name, then its whole description, wrapped at words to fit `_LINE_WIDTH` and continued
+    under itself (cut to one line, the sets' descriptions ended where they differ: "relative positions (k =...")."""
     width = max(len(name) for name in names) + 2
+    column = len(indent) + width
     rows = []
     for name in names:
-        row = f"{indent}{name:<{width}}{description(entries[name])}".rstrip()
-        if len(row) > _LINE_WIDTH:
-            row = row[:_LINE_WIDTH - 3].rsplit(" ", 1)[0].rstrip(",;:(") + "..."
-        rows.append(row)
+        lines = textwrap.wrap(description(entries[name]), _LINE_WIDTH - column, break_on_hyphens=False) or [""]
+        rows.append(f"{indent}{name:<{width}}{lines[0]}".rstrip())
+        rows.extend(" " * column + line for line in lines[1:])
     return rows
 
 
@@ -293,7 +295,7 @@ def _babi_rows(names, entries):
 
 def help_string():
     """Everything registered, as `--registry_help` prints it: problems (translation first; the bAbI family in a
-    few lines), models and hparams sets, grouped, with a line of description each."""
+    few lines), models and hparams sets, grouped, each with its description."""
     _load_builtins()
     # pylint: disable=protected-access
     lines = [f"Problems ({len(PROBLEMS._entries)}), for --problem:"]

@@ -74,6 +74,38 @@ def test_builtin_sets_are_listed_in_help():
     assert text.index("Problems") < text.index("Models") < text.index("Hparams sets")
 
 
+def _listed(text):
+    """{name: description} of the rows of `help_string()`'s text: a name, then its description, continued on lines
+    indented to where it starts."""
+    listed, name, column = {}, None, None
+    for line in text.splitlines():
+        if name and len(line) - len(line.lstrip()) == column:
+            listed[name] += " " + line.strip()
+            continue
+        match = re.match(r"( +)([a-z0-9_]+)( +)(\S.*)$", line)
+        name, column = (match.group(2), match.end(3)) if match else (None, None)
+        if match:
+            listed[name] = match.group(4)
+    return listed
+
+
+def test_help_shows_each_description_whole():
+    """Cut at 120 columns, the sets' descriptions ended where the sets differ ("... with relative positions
+    (k =..."): each is shown whole, wrapped under itself, and no two sets read the same."""
+    text = registry.help_string()
+    listed = _listed(text)
+    sets = registry.list_hparams()
+    for kind, names, entries in (("hparams", sets, registry.HPARAMS), ("model", registry.list_models(),
+                                                                         registry.MODELS)):
+        for name in names:
+            described = registry.description(entries._entries[name])  # pylint: disable=protected-access
+            assert listed.get(name) == described, (kind, name)
+    assert len({listed[name] for name in sets}) == len(sets)
+    assert "..." not in text and max(len(line) for line in text.splitlines()) <= 120
+    assert "relative positions (k = 16, per-head tables), no absolute signal." in listed[
+        "adaptive_universal_transformer_tiny_rel"]
+
+
 def test_usr_dir_file_registers_problems_models_and_gin_sets(tmp_path):
     (tmp_path / "my_registrations.py").write_text(textwrap.dedent("""
         from t2t_relpos import registry
