@@ -175,7 +175,7 @@ def jax_grad_of_jit_equals_jit_of_grad():
 def bucket_sums_end_fusion_on_jax():
     """The bucket sums of the forward pass and of the key term's gradient reach XLA behind optimization
     barriers (`fused.materialized`): fused into their consumers they were the slowest kernels of the layer on
-    an H100 (benchmarks/README.md, "On a GPU"). A GPU is not needed to see the barriers in the program."""
+    an H100 (benchmarks/README.md, "Training step on a GPU"). A GPU is not needed to see the barriers in the program."""
     if BACKEND != "jax":
         return
     import jax  # pylint: disable=import-outside-toplevel

@@ -358,7 +358,7 @@ def test_the_train_schedule_never_evaluates(tmp_path):
 
 def test_a_resumed_run_reads_on_in_the_stream_an_uninterrupted_run_reads(tmp_path):
     # Before, a run resumed at step N read a new stream seeded by (seed, N): the same seed trained with an
-    # interruption saw other batches than without one, and learned otherwise (benchmarks/README.md, addition with
+    # interruption saw other batches than without one, and learned otherwise (docs/studies/addition.md, addition with
     # offsets in [0, 40), run again). A step takes `accumulation_steps` batches.
     trainer = _small_trainer(tmp_path, "batch_size=128,accumulation_steps=2")
 
