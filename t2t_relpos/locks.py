@@ -10,6 +10,7 @@ holder).
 """
 
 import contextlib
+import errno
 import fcntl
 import os
 import socket
@@ -38,7 +39,8 @@ def hold(path, wait=False, on_wait=None):
 
     Raises:
         LockedError: another process holds it and `wait` is False.
-        T2TRelposError: the lock file cannot be made (a read-only or full file system), in one line.
+        T2TRelposError: the lock file cannot be made or written (a read-only file system), in one line. A full
+            disk is not an error here: the lock is held without the holder's name in it.
     """
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -54,8 +56,14 @@ def hold(path, wait=False, on_wait=None):
             if on_wait is not None:
                 on_wait(busy)
             fcntl.flock(fd, fcntl.LOCK_EX)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{socket.gethostname()} {os.getpid()}\n".encode("utf-8"), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{socket.gethostname()} {os.getpid()}\n".encode("utf-8"), 0)
+        except OSError as e:
+            # The lock is held all the same: its text only names the holder in others' messages. A disk already
+            # full is for the holder's own writes to report (datagen on prepared data writes nothing).
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise files.storage_error(e, "the lock file", path) from None
         yield
     finally:
         os.close(fd)  # Releases the lock.

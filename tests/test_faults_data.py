@@ -95,6 +95,22 @@ def fill_disk(monkeypatch, chosen):
     monkeypatch.setattr(tf.io, "TFRecordWriter", writer)
 
 
+def full_from_the_start(monkeypatch, directory):
+    """`directory` on a disk that is full before the tool starts: a file can still be made there (a full disk
+    has inodes left, as a full tmpfs does), but nothing written into it: Python's files, TensorFlow's writer
+    (`fill_disk`) and `os.pwrite` (the lock file's) fail with ENOSPC."""
+    inside = _under(directory)
+    fill_disk(monkeypatch, inside)
+    real_pwrite = os.pwrite
+
+    def pwrite(fd, data, offset):
+        if data and inside(os.readlink(f"/proc/self/fd/{fd}")):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+
+
 def make_read_only(monkeypatch, directory):
     """Every call that would create, change or remove a file in `directory` fails as on a read-only file system
     (EROFS; TensorFlow's writer with its PermissionDeniedError); reading works."""
@@ -214,6 +230,22 @@ def test_a_full_disk_is_one_line_leaves_nothing_half_made_and_the_rerun_works(tm
     digest = id_shards.vocab_digest(str(data_dir / f"{NAME}.sentencepiece.model"))
     assert id_shards.usable_paths(str(data_dir), NAME, "train", digest)
     assert sum(1 for _ in registry.problem(NAME).dataset("eval", str(data_dir))) == 4
+
+
+def test_a_disk_full_before_datagen_starts_is_one_line_or_nothing_to_write(prepared, tmp_path, monkeypatch):
+    """Full before datagen starts (the lock file's first write, not a shard, meets it): a prepared --data_dir needs
+    nothing written and is accepted; an empty one is one line. Before, `os.pwrite` in the lock: a traceback."""
+    data_dir, raw = prepared
+    full_from_the_start(monkeypatch, data_dir)
+    result = datagen(data_dir, raw)
+    assert result.returncode == 0 and "data already prepared" in result.stderr, result.stderr
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    full_from_the_start(monkeypatch, empty)
+    assert_one_line(datagen(empty, raw), f"cannot write the datagen record to {empty / NAME}.datagen.json: "
+                                         "no space left on the device")
+    assert not partial_files(empty), os.listdir(empty)
 
 
 # -- case 8: a read-only --data_dir ------------------------------------------------------------------------------

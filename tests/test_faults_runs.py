@@ -21,6 +21,7 @@ from t2t_relpos.training import checkpoints
 from t2t_relpos.training import trainer as trainer_lib
 from test_cli import call_tool, usr_dirs_forgotten
 from test_faults import DIGITS, USR_PROBLEM, data_dir, one_line_error
+from test_faults_data import full_from_the_start
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -267,6 +268,19 @@ def test_a_full_disk_at_the_runs_description_leaves_the_earlier_one(run, tmp_pat
                                                         "no space left on the device"):
             stored.save(str(copy), hp.override(beam_size=7), problem, model)
     assert (copy / "hparams.json").read_text() == before and leftovers(copy) == []
+
+
+def test_a_disk_full_before_the_trainer_starts_is_one_line_and_changes_nothing(run, tmp_path, monkeypatch):
+    """Full before the trainer starts (issue 6: before, its lock file's first write, `os.pwrite`, was a
+    traceback): refused before anything is built, as a read-only run is."""
+    copy = copy_run(run, tmp_path / "copy")
+    before = sorted(os.listdir(copy))
+    full_from_the_start(monkeypatch, copy)
+    result = call_tool("t2t-relpos-trainer", f"--output_dir={copy}", f"--usr_dir={run['usr']}",
+                       f"--data_dir={run['data']}", "--train_steps=4")
+    monkeypatch.undo()
+    one_line_error(result, f"cannot write in --output_dir={copy}: no space left on the device")
+    assert sorted(os.listdir(copy)) == before
 
 
 # -- case 8: a read-only run -----------------------------------------------------------------------------------
