@@ -75,6 +75,41 @@ def test_broadcast_masks_equal_the_full_mask():
                                atol=1e-6)
 
 
+@pytest.mark.parametrize("call, message", [
+    (lambda layer: layer(np.zeros((8,), "float32")), r"query must be \[batch, length, depth\], got shape \[8\]"),
+    (lambda layer: layer(np.zeros((5, 8), "float32")), r"query must be \[batch, length, depth\], got shape \[5, 8\]"),
+    (lambda layer: layer(np.zeros((2, 5, 8), "float32"), np.zeros((5, 8), "float32")),
+     r"value must be \[batch, length, depth\], got shape \[5, 8\]"),
+], ids=["query_rank_1", "query_rank_2", "value_rank_2"])
+def test_an_input_of_another_rank_is_refused_naming_it(call, message):
+    with pytest.raises(ValueError, match=message):
+        call(attention())
+
+
+def test_an_input_of_another_depth_than_the_layer_was_built_for_is_refused():
+    layer = attention()
+    layer(np.zeros((2, 5, 8), "float32"))
+    with pytest.raises(ValueError, match=r"query must be \[batch, length, depth\] = \[\?, \?, 8\].*\[2, 5, 6\]"):
+        layer(np.zeros((2, 5, 6), "float32"))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: TransformerEncoder(num_layers=1, **SMALL),
+    lambda: UniversalTransformerEncoder(num_rec_steps=1, **SMALL),
+    lambda: TransformerDecoder(num_layers=1, **SMALL),
+], ids=["transformer", "universal", "decoder"])
+def test_a_stack_refuses_inputs_narrower_than_hidden_size_built_or_not(make):
+    narrow, right = np.zeros((2, 3, 8), "float32"), np.zeros((2, 3, 16), "float32")
+    message = r"x must be \[batch, length, depth\] = \[\?, \?, 16\], got shape \[2, 3, 8\]; .*hidden_size=16"
+    decoder = isinstance(make(), TransformerDecoder)
+    with pytest.raises(ValueError, match=message):
+        make()(narrow, right) if decoder else make()(narrow)
+    layer = make()
+    layer(right, right) if decoder else layer(right)
+    with pytest.raises(ValueError, match=message):
+        layer(narrow, right) if decoder else layer(narrow)
+
+
 # -- Keras masks carried from layer to layer --------------------------------------------------------------------
 def _masked_memory():
     keras.utils.set_random_seed(0)

@@ -44,7 +44,19 @@ def check_shape(name, x, expected, broadcast=False, hint=""):
 
     `expected`: a sequence of (dimension name, size or None). With `broadcast`, a dimension of 1 also fits.
     """
-    shape = static_shape(x)
+    check_known_shape(name, static_shape(x), expected, broadcast, hint)
+
+
+def shape_tuple(shape):
+    """A shape as `build` receives it (tuple, list, TensorShape) as a tuple of ints or None; None when its
+    rank is unknown."""
+    if shape is None or getattr(shape, "rank", 0) is None:
+        return None
+    return tuple(None if d is None else int(d) for d in shape)
+
+
+def check_known_shape(name, shape, expected, broadcast=False, hint=""):
+    """`check_shape` for a shape already read (a tuple of ints or None; None: nothing known, not checked)."""
     if shape is None:
         return
     names = ", ".join(dim for dim, _ in expected)
@@ -54,9 +66,20 @@ def check_shape(name, x, expected, broadcast=False, hint=""):
         for got, size in zip(shape, known))
     if not fits:
         sizes = ", ".join("?" if size is None else str(size) for size in known)
+        sizes = "" if all(size is None for size in known) else f" = [{sizes}]"
         also = " (a dimension may be 1, to broadcast)" if broadcast else ""
-        raise ValueError(f"{name} must be [{names}] = [{sizes}]{also}, got shape {list(shape)}"
+        raise ValueError(f"{name} must be [{names}]{sizes}{also}, got shape {list(shape)}"
                          + (f"; {hint}" if hint else ""))
+
+
+def check_features(name, x, depth=None, hint="", shape=None):
+    """Refuses anything but a rank-3 `[batch, length, depth]` input `x` (of depth `depth` where given).
+
+    `shape`: the shape as `build` receives it (tuple, list, TensorShape), instead of `x`. A query of rank 1 or
+    2, or embeddings narrower than the layer, would otherwise end in a reshape or a broadcast deep inside it.
+    """
+    shape = shape_tuple(shape) if x is None else static_shape(x)
+    check_known_shape(name, shape, [("batch", None), ("length", None), ("depth", depth)], hint=hint)
 
 
 def check_int(name, value, minimum, allow_none=False):

@@ -7,7 +7,7 @@ import numpy as np
 from keras import ops
 
 from t2t_relpos.layers import cache_ops, relative_ops
-from t2t_relpos.layers.checks import check_int, check_shape, static_shape
+from t2t_relpos.layers.checks import check_features, check_int, check_shape, static_shape
 from t2t_relpos.layers.checks import concrete as _concrete
 from t2t_relpos.layers.checks import keras_mask as _keras_mask
 from t2t_relpos.layers.positionwise import flatten_positions
@@ -159,6 +159,11 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
     def build(self, query_shape, value_shape=None, key_shape=None):
         value_shape = value_shape or query_shape
         key_shape = key_shape or value_shape
+        for name, shape in (("query", query_shape), ("value", value_shape), ("key", key_shape)):
+            check_features(name, None, shape=shape)
+        for name, shape in (("value", value_shape), ("key", key_shape)):
+            if shape[-1] is None:  # The projections' fan-in, hence the kernels' shapes.
+                raise ValueError(f"{name} must have a known depth to build the layer, got shape {list(shape)}")
         heads = self.num_heads
         out_dim = self.output_dim or query_shape[-1]
         self._out_dim = out_dim
@@ -237,6 +242,7 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
             raise ValueError("this layer was built with num_edge_labels; pass edge_labels [B, Tq, Tk]")
         if edge_labels is not None:
             edge_labels = self._checked_edge_labels(edge_labels)
+        self._check_inputs(query, value, key, projected=cache is None or cache_index is not None)
         self._check_shapes(query, value, cache, query_mask, value_mask, key_mask, attention_mask, edge_labels)
 
         # The dynamic dimensions, each read once (a read is a few graph ops); keys and values have one length.
@@ -295,6 +301,16 @@ class RelationAwareMultiHeadAttention(keras.layers.Layer):
         if cache is not None:
             results.append(cache)
         return results[0] if len(results) == 1 else tuple(results)
+
+    def _check_inputs(self, query, value, key, projected):
+        """Refuses a query, value or key that is not `[batch, length, depth]` of the depth the layer was built
+        for (a query of rank 2 ended in a reshape's traceback); value and key only where they are projected."""
+        inputs = [("query", query, self._query)]
+        if projected:
+            inputs += [("value", value, self._value), ("key", key, self._key)]
+        for name, x, (kernel, _) in inputs:
+            check_features(name, x, kernel.shape[0],
+                           hint=f"this layer was built for a {name} of depth {kernel.shape[0]}")
 
     @staticmethod
     def _check_shapes(query, value, cache, query_mask, value_mask, key_mask, attention_mask, edge_labels):

@@ -2,7 +2,7 @@
 
 import keras
 
-from t2t_relpos.layers.checks import check_int, check_positive, keras_mask
+from t2t_relpos.layers.checks import check_features, check_int, check_positive, keras_mask
 from t2t_relpos.layers.positionwise import at_positions
 from t2t_relpos.layers.relative_attention import RelationAwareMultiHeadAttention
 
@@ -97,6 +97,13 @@ class _BlockBase(keras.layers.Layer):
             dropout=self.attention_dropout, kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy, name=name)
 
+    def check_input(self, name, x=None, shape=None):
+        """Refuses an input (`x`, or its `shape` in `build`) that is not `[batch, length, hidden_size]`: the
+        residual connections add it to the sublayers' outputs, which are `hidden_size` wide."""
+        check_features(name, x, self.hidden_size,
+                       hint=f"its depth must be hidden_size={self.hidden_size} (embed or project it to that)",
+                       shape=shape)
+
     def _norm(self, name):
         return keras.layers.LayerNormalization(epsilon=self.norm_epsilon, dtype=self.dtype_policy, name=name)
 
@@ -176,11 +183,13 @@ class TransformerEncoderBlock(_BlockBase):
         self.supports_masking = True
 
     def build(self, x_shape):
+        self.check_input("x", shape=x_shape)
         self.self_attention.build(x_shape)
         for layer in (self.attention_norm, self.feed_forward, self.feed_forward_norm):
             layer.build(x_shape)
 
     def call(self, x, padding_mask=None, edge_labels=None, training=None):
+        self.check_input("x", x)
         if padding_mask is None:
             padding_mask = keras_mask(x)
 
@@ -227,6 +236,7 @@ class TransformerDecoderBlock(_BlockBase):
         self.feed_forward_norm = self._norm("feed_forward_norm")
 
     def build(self, x_shape, encoder_output_shape=None):
+        self.check_input("x", shape=x_shape)
         self.self_attention.build(x_shape)
         self.cross_attention.build(x_shape, encoder_output_shape or x_shape)
         for layer in (self.self_attention_norm, self.cross_attention_norm, self.feed_forward,
@@ -250,6 +260,8 @@ class TransformerDecoderBlock(_BlockBase):
 
     def call(self, x, encoder_output=None, encoder_mask=None, self_cache=None, cross_cache=None,
              cache_index=None, training=None):
+        self.check_input("x", x)
+
         def attend_self(h):
             return self.self_attention(h, use_causal_mask=True, cache=self_cache, cache_index=cache_index,
                                        training=training)

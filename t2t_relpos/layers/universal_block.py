@@ -48,6 +48,7 @@ class UniversalEncoderBlock(TransformerEncoderBlock):
         return _sepconv(self, causal=False)
 
     def call(self, x, padding_mask=None, edge_labels=None, training=None):
+        self.check_input("x", x)
         if padding_mask is None:
             padding_mask = keras_mask(x)
 
@@ -107,6 +108,7 @@ class UniversalDecoderBlock(TransformerDecoderBlock):
 
     def call(self, x, encoder_output=None, encoder_mask=None, self_cache=None, cross_cache=None,
              cache_index=None, training=None):
+        self.check_input("x", x)
         attention_cache = None
         if self_cache is not None:
             attention_cache = {"key": self_cache["key"], "value": self_cache["value"]}
