@@ -125,7 +125,7 @@ class Wmt14Translate(translate.TranslateProblem):
                                        f"{tmp_dir}; " + self._missing_help(tmp_dir, missing))
             if not network_reachable():
                 raise errors.DataError(f"{self.name}: --download was given but {_PROBE_HOST[0]} cannot be reached; "
-                                       + self._missing_help(tmp_dir, missing))
+                                       "download the files where it can be and " + self._missing_help(tmp_dir, missing))
         for split in missing:
             sources[split] = translate.RawSource(f"tensorflow-datasets wmt14_translate/{self.pair} "
                                                  f"{_TFDS_SPLITS[split]}", self._tfds_pairs(tmp_dir, split))
@@ -181,9 +181,15 @@ class Wmt14Translate(translate.TranslateProblem):
 
             builder = tfds.builder(f"wmt14_translate/{self.pair}", data_dir=self._tfds_dir(tmp_dir))
             if not builder.is_prepared():
-                builder.download_and_prepare(
-                    download_dir=os.path.join(tmp_dir, "downloads"),
-                    download_config=tfds.download.DownloadConfig(manual_dir=tmp_dir, try_download_gcs=False))
+                try:
+                    builder.download_and_prepare(
+                        download_dir=os.path.join(tmp_dir, "downloads"),
+                        download_config=tfds.download.DownloadConfig(manual_dir=tmp_dir, try_download_gcs=False))
+                except Exception as e:  # pylint: disable=broad-except  # The network's, tfds' checksums, ...
+                    reason = (str(e).strip().splitlines() or [""])[0][:300]
+                    raise errors.DataError(
+                        f"{self.name}: --download was given but the download failed ({type(e).__name__}: {reason}); "
+                        "get the files another way and " + self._missing_help(tmp_dir, [split])) from None
             for example in builder.as_dataset(split=_TFDS_SPLITS[split]).as_numpy_iterator():
                 yield (example[self.source_language].decode("utf-8"),
                        example[self.target_language].decode("utf-8"))
@@ -216,7 +222,8 @@ class Wmt14Translate(translate.TranslateProblem):
         return translate.RawSource(description, pairs, tuple(raw_files))
 
     def _missing_help(self, tmp_dir, splits):
-        """Every file that would provide `splits`, in each of the ways, and the download alternative."""
+        """Every file that would provide `splits`, in each of the ways; the download too, unless it was asked for
+        (`allow_download`: the message says why it did not happen)."""
         uses = {}
         for split in splits:
             for name, _, _ in self._parts(split):
@@ -231,8 +238,13 @@ class Wmt14Translate(translate.TranslateProblem):
         for split in splits:
             names = self._plain_names(split)
             lines.append(f"    {names['en']} + {names[self.other_language]}  [{split}]")
-        lines.append(f"  or (c) pass --download to build tensorflow-datasets' wmt14_translate/{self.pair} in "
-                     f"{self._tfds_dir(tmp_dir)} ({_DOWNLOAD_SIZES[self.other_language]} from statmt.org)")
+        if not self.allow_download:
+            lines.append(f"  or (c) pass --download to build tensorflow-datasets' wmt14_translate/{self.pair} in "
+                         f"{self._tfds_dir(tmp_dir)} ({_DOWNLOAD_SIZES[self.other_language]} from statmt.org)")
+        elif tmp_dir == "TMP_DIR":  # No --tmp_dir: the download needs one too.
+            lines.append(f"  or (c) give --tmp_dir with --download: it builds tensorflow-datasets' wmt14_translate/"
+                         f"{self.pair} in {self._tfds_dir(tmp_dir)} ({_DOWNLOAD_SIZES[self.other_language]} from "
+                         "statmt.org)")
         return "\n".join(lines)
 
 

@@ -188,6 +188,51 @@ def test_missing_data_fails_at_once_listing_every_file(tmp_path):
         fr.generate_data(str(tmp_path / "data"), str(raw))
 
 
+def test_a_download_asked_for_that_fails_says_so_and_where_to_put_the_files(tmp_path, monkeypatch):
+    """Offline, `datagen --download` was told "(c) pass --download", which it had passed: it says the download
+    could not happen and where to put the files instead; so does a download that starts and fails."""
+    from test_cli import assert_usage_error, call_tool  # pylint: disable=import-outside-toplevel
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    monkeypatch.setattr(translate_wmt, "network_reachable", lambda *a, **k: False)
+    result = call_tool("t2t-relpos-datagen", "--problem=wmt14_ende", f"--data_dir={tmp_path / 'data'}",
+                       f"--tmp_dir={raw}", "--download")
+    assert_usage_error(result, "--download was given but www.statmt.org cannot be reached; download the files where "
+                       f"it can be and put either (a) the original archives in {raw}", "or (b) extracted text in")
+    assert "pass --download" not in result.stderr and "(c)" not in result.stderr
+    without = call_tool("t2t-relpos-datagen", "--problem=wmt14_ende", f"--data_dir={tmp_path / 'data'}",
+                        f"--tmp_dir={raw}")
+    assert_usage_error(without, "or (c) pass --download to build")  # Not asked for: the download is offered.
+    problem = registry.problem("wmt14_ende")
+    problem.allow_download = True
+    with pytest.raises(errors.DataError, match=r"(?s)needs --tmp_dir: .*or \(c\) give --tmp_dir with --download: it "
+                       r"builds tensorflow-datasets' wmt14_translate/de-en in TMP_DIR/tensorflow_datasets"):
+        problem.generate_data(str(tmp_path / "data"), None)
+
+    class FailingBuilder:  # Reachable, but the download itself fails.
+        def __init__(self, name, data_dir):
+            pass
+
+        def is_prepared(self):
+            return False
+
+        def download_and_prepare(self, download_dir, download_config):
+            raise ConnectionError("Connection reset by peer\n(more lines)")
+
+    monkeypatch.setitem(sys.modules, "tensorflow_datasets", types.SimpleNamespace(
+        builder=FailingBuilder, download=types.SimpleNamespace(DownloadConfig=lambda **kwargs: kwargs)))
+    monkeypatch.setattr(translate_wmt, "network_reachable", lambda *a, **k: True)
+    write_settings(raw)
+    with pytest.raises(errors.DataError) as info:
+        problem.generate_data(str(tmp_path / "data"), str(raw))
+    message = str(info.value)
+    assert message.startswith("wmt14_ende: --download was given but the download failed (ConnectionError: "
+                              "Connection reset by peer); get the files another way and put either (a) the "
+                              f"original archives in {raw}"), message
+    assert "(b) extracted text" in message and "(c)" not in message
+
+
 def test_download_is_tried_only_when_asked_and_reachable(tmp_path, monkeypatch):
     raw = tmp_path / "raw"
     raw.mkdir()
