@@ -467,3 +467,30 @@ def test_overrides_the_run_will_not_read_are_named():
         "adaptive_* sets have)"]
     assert not trainer.unread_overrides(registry.hparams("transformer_cpu_rel").parse(overrides.split(",", 1)[0]),
                                         "transformer", "max_relative_position=8")
+
+
+def test_the_trainers_export_into_a_taken_directory_names_flags_the_tools_have(tmp_path):
+    """The trainer's --export of a step exported before (the same command run again) offered "name another
+    --export_dir", a flag the trainer does not have: it offers t2t-relpos-export's, for this run."""
+    from t2t_relpos import errors  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.cli import export, trainer  # pylint: disable=import-outside-toplevel
+
+    run = tmp_path / "run"
+    (run / "export" / "20").mkdir(parents=True)
+    (run / "export" / "20" / "saved_model.pb").write_text("an earlier export")
+    (run / "export_ctranslate2").mkdir()
+    (run / "export_ctranslate2" / "20").write_text("a file")
+    with pytest.raises(errors.T2TRelposError) as info:
+        trainer.export(None, None, None, str(run), 20, None, "saved_model")
+    assert str(info.value) == (f"the run is trained and saved, but {run}/export/20 exists and is not empty; remove "
+                               f"it or export it elsewhere with t2t-relpos-export --output_dir={run} --export_dir=DIR")
+    with pytest.raises(errors.T2TRelposError, match=r"export_ctranslate2/20 is a file, not a directory to export "
+                       r"into; remove it or export it elsewhere with t2t-relpos-export --output_dir=.* "
+                       r"--export_dir=DIR --export_format=ctranslate2$"):
+        trainer.export(None, None, None, str(run), 20, None, "ctranslate2")
+    with pytest.raises(errors.T2TRelposError, match="exists and is not empty; remove it or name another --export_dir$"):
+        export.write_export(None, None, None, str(run), 20, None, "saved_model")
+    with tool_flags("t2t-relpos-export") as (_, own):
+        assert {"output_dir", "export_dir", "export_format"} <= own
+    with tool_flags("t2t-relpos-trainer") as (_, own):
+        assert "export_dir" not in own and "export" in own

@@ -13,6 +13,7 @@ import os
 
 from absl import flags
 
+from t2t_relpos import errors
 from t2t_relpos.cli import common
 
 FLAGS = flags.FLAGS
@@ -49,12 +50,18 @@ def check_export(model, problem, data_dir, export_format):
         export.check_exportable(problem, data_dir)
 
 
-def write_export(model, problem, hparams, output_dir, step, data_dir, export_format, export_dir=None):
+class TargetTaken(errors.T2TRelposError):
+    """The export's directory is a file or is not empty."""
+
+
+def write_export(model, problem, hparams, output_dir, step, data_dir, export_format, export_dir=None,
+                 elsewhere="name another --export_dir"):
     """Exports `model` in `export_format` (see the module docstring); returns the directory written.
 
     The export is written under a temporary name beside its directory and renamed when whole: TensorFlow
     Serving takes a new numbered directory under `export/` for a model to load, and a rerun refuses a directory
-    that is not empty. A failure (a full disk) leaves nothing behind, in one line.
+    that is not empty (`TargetTaken`: "remove it or `elsewhere`", what the calling tool offers instead). A
+    failure (a full disk) leaves nothing behind, in one line.
     """
     # pylint: disable=import-outside-toplevel
     import sys
@@ -63,7 +70,7 @@ def write_export(model, problem, hparams, output_dir, step, data_dir, export_for
     from t2t_relpos.training import checkpoints
 
     path = export_dir or os.path.join(output_dir, _SUBDIRS[export_format], str(step))
-    _check_target(path)  # A directory there is empty: the rename replaces it.
+    _check_target(path, elsewhere)  # A directory there is empty: the rename replaces it.
     what = "the SavedModel" if export_format == "saved_model" else "the CTranslate2 model"
     with files.atomic_directory(path, what) as tmp:
         try:
@@ -86,29 +93,28 @@ def write_export(model, problem, hparams, output_dir, step, data_dir, export_for
     return path
 
 
-def _check_target(path):
-    """Raises unless `path` is new or an empty directory: a SavedModel written into a folder of the user's
-    mixes with what is there, and one written over an earlier export replaces it without a word."""
-    from t2t_relpos import errors  # pylint: disable=import-outside-toplevel
-
+def _check_target(path, elsewhere):
+    """Raises `TargetTaken` unless `path` is new or an empty directory: a SavedModel written into a folder of the
+    user's mixes with what is there, and one written over an earlier export replaces it without a word."""
     if os.path.exists(path) and not os.path.isdir(path):
-        raise errors.T2TRelposError(f"{path} is a file, not a directory to export into")
+        raise TargetTaken(f"{path} is a file, not a directory to export into; remove it or {elsewhere}")
     if os.path.isdir(path) and os.listdir(path):
-        raise errors.T2TRelposError(f"{path} exists and is not empty; remove it or name another --export_dir")
+        raise TargetTaken(f"{path} exists and is not empty; remove it or {elsewhere}")
 
 
 def main(argv):  # pylint: disable=unused-argument
     common.import_tensorflow()
-    # pylint: disable=import-outside-toplevel
-    from t2t_relpos import errors
-    from t2t_relpos.training import checkpoints, runs
+    from t2t_relpos.training import checkpoints, runs  # pylint: disable=import-outside-toplevel
 
     common.import_usr_dir()
     if not FLAGS.output_dir:
         raise errors.T2TRelposError("--output_dir is required")
+    # A checkpoint named otherwise than ckpt-<step> is numbered by the step stored in it, or refused before the work.
+    step = checkpoints.step_of(FLAGS.checkpoint_path) if FLAGS.checkpoint_path else None
     model, problem, hparams, path = runs.load(FLAGS.output_dir, FLAGS.checkpoint_path, FLAGS.data_dir)
-    written = write_export(model, problem, hparams, FLAGS.output_dir, checkpoints.step_of(path), FLAGS.data_dir,
-                           FLAGS.export_format, FLAGS.export_dir)
+    step = checkpoints.step_of(path) if step is None else step
+    written = write_export(model, problem, hparams, FLAGS.output_dir, step, FLAGS.data_dir, FLAGS.export_format,
+                           FLAGS.export_dir)
     print(f"Exported {os.path.basename(path)} as {FLAGS.export_format} to {written}", flush=True)
     return 0
 

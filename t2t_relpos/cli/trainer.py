@@ -187,20 +187,37 @@ def train(strategy, hparams, problem, model_name):
             from t2t_relpos.training import checkpoints, runs
 
             model = runs.load(FLAGS.output_dir, checkpoints.latest(trainer.manager), FLAGS.data_dir)[0]
-        try:
-            path = export_cli.write_export(model, problem, hparams, FLAGS.output_dir, trainer.step,
-                                           FLAGS.data_dir, FLAGS.export_format)
-        except errors.T2TRelposError as e:  # E.g. a full disk: what is done is kept, and says so.
-            raise errors.T2TRelposError(f"the run is trained and saved, but {e}; export it with t2t-relpos-export "
-                                        "once that is fixed") from None
-        kind = "a SavedModel" if FLAGS.export_format == "saved_model" else "a CTranslate2 model"
-        print(f"Exported {kind} to {path}", flush=True)
+        export(model, problem, hparams, FLAGS.output_dir, trainer.step, FLAGS.data_dir, FLAGS.export_format)
     try:
         strategy_lib.leave_together(strategy)
     except errors.T2TRelposError as e:
         common.fail("t2t-relpos-trainer", f"the run is trained and saved, but {e}", status=common.FAILED,
                     immediately=True)
     return 0
+
+
+def export(model, problem, hparams, output_dir, step, data_dir, export_format):
+    """`--export`: writes the trained run's export to <output_dir>/export/<step> (or export_ctranslate2/).
+
+    The trainer has no --export_dir: where that directory is taken (e.g. the same step exported by an earlier run
+    of the same command), the message offers t2t-relpos-export's (which exports the newest checkpoint, this one),
+    with the run's --output_dir filled in.
+    """
+    from t2t_relpos import errors  # pylint: disable=import-outside-toplevel
+
+    other = (f"export it elsewhere with t2t-relpos-export --output_dir={output_dir} --export_dir=DIR"
+             + ("" if export_format == "saved_model" else f" --export_format={export_format}"))
+    try:
+        path = export_cli.write_export(model, problem, hparams, output_dir, step, data_dir, export_format,
+                                       elsewhere=other)
+    except export_cli.TargetTaken as e:
+        raise errors.T2TRelposError(f"the run is trained and saved, but {e}") from None
+    except errors.T2TRelposError as e:  # E.g. a full disk: what is done is kept, and says so.
+        raise errors.T2TRelposError(f"the run is trained and saved, but {e}; export it with t2t-relpos-export "
+                                    "once that is fixed") from None
+    kind = "a SavedModel" if export_format == "saved_model" else "a CTranslate2 model"
+    print(f"Exported {kind} to {path}", flush=True)
+    return path
 
 
 def run(argv=None):
