@@ -12,7 +12,6 @@ hand-edited `hparams.json` is refused in one line that names it, not by a model 
 
 import json
 import os
-import re
 
 import tensorflow as tf
 
@@ -191,10 +190,10 @@ def resolve_for_run(output_dir, hparams_set=None, overrides="", gin_files=(), gi
         requested = resolve(stored_hp.hparams_set, overrides, gin_files, gin_params)
         # Only what this command sets: a value the stored run overrode and this command leaves alone is not a
         # conflict (comparing whole sets once blamed it, "learning_rate=0.5 (asked 2.0)", on a command that
-        # never named it).
-        named = hparams_lib.override_names(overrides) | {
-            name for binding in gin_params for name in re.findall(r"hparams\.(\w+)\s*=", binding)}
-        asked = named | set(requested.diff(resolve(stored_hp.hparams_set)))
+        # never named it). But everything it sets, by every route: each field `--hparams` names and each one
+        # its gin files (with what they include) and bindings bind, compared with the stored run. (Comparing
+        # a gin file's values with the set's let `hidden_size = 128` resume a run made at 64, at 64.)
+        asked = hparams_lib.override_names(overrides) | set(hparams_lib.gin_bindings(gin_files, gin_params))
         changed = [n for n in requested.diff(stored_hp) if n in requested and n in asked]
         if changed:
             details = ", ".join(f"{n}={stored_hp.get(n)!r} (asked {requested.get(n)!r})" for n in changed)
