@@ -59,12 +59,75 @@ def _multi_worker_strategy():
         raise errors.T2TRelposError("--distribution=multi_worker needs TF_CONFIG describing the cluster, "
                                     'e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
                                     '"task": {"type": "worker", "index": 0}}')
-    try:
-        json.loads(os.environ["TF_CONFIG"])
-    except json.JSONDecodeError as e:
-        raise errors.T2TRelposError(f"TF_CONFIG is not valid JSON: {e}") from None
+    check_tf_config(os.environ["TF_CONFIG"])
     _configure_coordination()
     return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+_TF_CONFIG_EXAMPLE = ('e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+                      '"task": {"type": "worker", "index": 0}}')
+# TF_CONFIG's entries, as TensorFlow and its Estimator read them.
+_TF_CONFIG_KEYS = ("cluster", "task", "rpc_layer", "environment", "session_master")
+# The jobs a MultiWorkerMirroredStrategy run has: TensorFlow takes any other (a "ps", a misspelt "workers") or a
+# task type missing from the cluster for a cluster of its own, and the worker trains alone, or fails in a
+# KeyError ('evaluator') or a ValueError (an index past the end).
+_JOBS = ("chief", "worker")
+
+
+def check_tf_config(text):
+    """Returns TF_CONFIG's `text` parsed, or raises `T2TRelposError` in one line where it does not describe a
+    cluster of `chief`/`worker` tasks and this process's task in it.
+
+    TensorFlow reads a TF_CONFIG of another shape (a list, a misspelt "cluster") as no cluster at all: the
+    process then trained alone and said so only in "with 1 replica(s)".
+    """
+    def fail(what):
+        raise errors.T2TRelposError(f"TF_CONFIG {what}; --distribution=multi_worker needs the cluster and this "
+                                    f"process's task in it, {_TF_CONFIG_EXAMPLE}")
+
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise errors.T2TRelposError(f"TF_CONFIG is not valid JSON: {e}") from None
+    if not isinstance(config, dict):
+        fail(f"is a JSON {_json_kind(config)}, not an object")
+    for key in sorted(config):
+        if key not in _TF_CONFIG_KEYS:
+            matches = errors.close_matches(key, _TF_CONFIG_KEYS, n=1)
+            fail(f"has an unknown entry {key!r}" + (f" (did you mean {matches[0]!r}?)" if matches else ""))
+    cluster, task = config.get("cluster"), config.get("task")
+    if not isinstance(cluster, dict) or not cluster:
+        fail("has no 'cluster'" if cluster is None else f"'cluster' is {cluster!r}, not an object of jobs and their "
+             "addresses")
+    for job, addresses in sorted(cluster.items()):
+        if job not in _JOBS:
+            fail(f"'cluster' has a job {job!r}, but this trainer's cluster has 'chief' and 'worker' tasks only "
+                 "(every task trains, and the chief, or else worker 0, writes the run and evaluates)")
+        if not (isinstance(addresses, list) and addresses and
+                all(isinstance(a, str) and a.strip() for a in addresses)):
+            fail(f"'cluster' job {job!r} is {addresses!r}, not a list of 'host:port' addresses")
+    if len(cluster.get("chief", ())) > 1:
+        fail(f"'cluster' has {len(cluster['chief'])} 'chief' tasks; there is one at most")
+    if not isinstance(task, dict):
+        fail("has no 'task'" if task is None else f"'task' is {task!r}, not an object")
+    kind, index = task.get("type"), task.get("index")
+    if isinstance(index, str) and index.strip().isdigit():  # TensorFlow reads it with int().
+        index = int(index)
+    if kind not in _JOBS:
+        fail(f"'task' has type {kind!r}, but this trainer runs 'chief' and 'worker' tasks only (it evaluates on the "
+             "chief, or else on worker 0)")
+    if kind not in cluster:
+        fail(f"'task' has type {kind!r}, which is not a job of its 'cluster' ({', '.join(sorted(cluster))})")
+    if index is None:
+        fail("'task' has no 'index'")
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(cluster[kind]):
+        fail(f"'task' has index {index!r}, out of range for the {kind!r} job's {len(cluster[kind])} task(s) (0 to "
+             f"{len(cluster[kind]) - 1})")
+    return config
+
+
+def _json_kind(value):
+    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(value), "null")
 
 
 def _configure_coordination():
