@@ -22,6 +22,11 @@ _RATES = ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "
 # A learning rate of -1 trains by gradient ascent, without an error anywhere.
 _POSITIVE = ("learning_rate", "optimizer_adam_epsilon", "norm_epsilon", "initializer_gain")
 _AT_LEAST_ZERO_FLOATS = ("act_loss_weight",)
+# Used in float32 whatever --mixed_precision (layer normalization computes in at least float32, Adam in the
+# float32 of the weights), where TensorFlow flushes a number below float32's smallest normal one to 0: an
+# epsilon of 1e-50 was 0, its division gave inf, and the run stopped as "diverged" (lower the learning rate?).
+FLOAT32_TINY = 1.1754943508222875e-38
+_NONZERO_IN_FLOAT32 = {"optimizer_adam_epsilon": "Adam's update", "norm_epsilon": "layer normalization"}
 _MOMENTS = ("optimizer_adam_beta1", "optimizer_adam_beta2")
 
 
@@ -44,6 +49,12 @@ def check(hp):
     for name in _POSITIVE:
         if name in hp and not hp.get(name) > 0:
             fail(name, "> 0")
+    for name, user in _NONZERO_IN_FLOAT32.items():
+        if name in hp and hp.get(name) < FLOAT32_TINY:
+            raise errors.HParamsError(
+                f"hparam {name!r} is {hp.get(name)!r}, which is 0 in float32, the type {user} computes in (below "
+                f"{FLOAT32_TINY:.4g}, float32's smallest normal number, a value is flushed to 0), and dividing by it "
+                f"gives inf; it must be at least {FLOAT32_TINY:.4g}")
     for name in _RATES + _MOMENTS:
         if name in hp and not 0.0 <= hp.get(name) < 1.0:
             fail(name, "in [0, 1)")

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from t2t_relpos import errors
+from t2t_relpos.hparams.checks import FLOAT32_TINY
 
 _SCHEDULES = {}
 
@@ -39,15 +40,28 @@ def check(hparams, train_steps=None):
     name = hparams.learning_rate_schedule
     warmup = max(int(hparams.get("learning_rate_warmup_steps", 0)), 0)
     last = train_steps if train_steps is not None else hparams.get("train_steps", 1)
+    rates = {}
     for step in sorted({0, max(warmup - 1, 0), warmup, max(int(last) - 1, 0)}):
         try:
-            rate = float(schedule(step))
+            rate = rates[step] = float(schedule(step))
         except (ArithmeticError, ValueError, TypeError) as e:
             raise errors.HParamsError(f"learning_rate_schedule={name!r} cannot be computed at step {step + 1} with "
                                       f"these hparams ({type(e).__name__}: {e})") from None
         if not (math.isfinite(rate) and rate >= 0.0):
             raise errors.HParamsError(f"learning_rate_schedule={name!r} gives a learning rate of {rate} at step "
                                       f"{step + 1} with these hparams; it must be finite and >= 0")
+    # The schedule computes in float32, as the optimizer applies the rate to the float32 weights whatever
+    # --mixed_precision: a rate below float32's smallest normal number is 0 there (TensorFlow flushes it), and
+    # learning_rate=1e-50 trained at "lr 0" without moving a weight. The peak is among the steps above (the end
+    # of the warm-up) for every schedule here; a rate of 0 at some steps only (a decay to 0) is a schedule's own.
+    step = max(rates, key=rates.get)
+    if rates[step] < FLOAT32_TINY:
+        raise errors.HParamsError(
+            f"learning_rate_schedule={name!r} with learning_rate={hparams.get('learning_rate')!r} gives a learning "
+            + (f"rate of at most {rates[step]:.4g} (at step {step + 1})" if rates[step] else "rate of 0") +
+            " in float32, the type the optimizer updates the weights in (below "
+            f"{FLOAT32_TINY:.4g}, float32's smallest normal number, a value is flushed to 0): no weight would ever "
+            "change; raise learning_rate")
 
 
 class _Schedule(keras.optimizers.schedules.LearningRateSchedule):
