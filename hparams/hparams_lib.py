@@ -13,10 +13,12 @@ ones. A named set is a `.gin` file binding the `hparams` configurable:
 
 import contextlib
 import copy
+import io
 import json
 import logging
 import os
 import re
+import tokenize
 
 import gin
 
@@ -286,18 +288,107 @@ def _isolated_gin():
 
 
 def gin_bindings(files=(), bindings=()):
-    """The `hparams.*` values bound by gin `files` then `bindings`, as a dict."""
+    """The `hparams.*` values bound by gin `files` then `bindings`, as a dict.
+
+    Raises:
+        HParamsError: in one line naming the file (and line, where it can be told) of anything gin cannot read:
+            a syntax error, a bracket or string never closed, an `import` that fails, an undefined `%MACRO`.
+    """
     for path in files:
         if not os.path.isfile(path):
             raise errors.HParamsError(f"gin file {path} does not exist")
     with _isolated_gin():
+        current = None  # The --gin_file being parsed (None: the --gin_param bindings).
         try:
-            gin.parse_config_files_and_bindings(list(files), list(bindings), finalize_config=False)
-        except (ValueError, IOError, SyntaxError, NameError, KeyError) as e:
-            # gin's message goes on to name the file and line, and to quote it: one line for all of it.
-            where = "; ".join(line.strip() for line in str(e).strip().splitlines())
-            raise errors.HParamsError(f"gin config error: {where}") from None
-        return _bound_values()
+            for current in files:
+                gin.parse_config_file(current)
+            current = None
+            gin.parse_config(list(bindings))
+        except tokenize.TokenError as e:  # The file ends inside a bracket or a string: gin names no file.
+            raise errors.HParamsError(_unclosed_message(current, e, bindings)) from None
+        except Exception as e:  # pylint: disable=broad-except
+            # gin's message goes on to name the file and line, and to quote it: one line for all of it. Any
+            # exception, as a gin file's `import` runs the module it names, whose errors are the config's too.
+            raise errors.HParamsError(f"gin config error: {_one_line(e)}") from None
+        try:
+            return _bound_values()
+        except Exception as e:  # pylint: disable=broad-except
+            # Values are computed only now: an undefined %MACRO is a TypeError of gin's `macro` without a file.
+            raise errors.HParamsError(_evaluation_message(e, files, bindings)) from None
+
+
+def _one_line(error):
+    text = "; ".join(line.strip() for line in str(error).strip().splitlines() if line.strip())
+    # gin's own errors say what they are; others (an import's) need their type to make sense.
+    if not isinstance(error, (ValueError, IOError, SyntaxError, NameError, KeyError)):
+        text = f"{type(error).__name__}: {text}"
+    return text
+
+
+def _unclosed_message(path, error, bindings):
+    """One line for a `tokenize.TokenError` (the end comes inside brackets or a string) while parsing the gin
+    file `path` (None: the --gin_param `bindings`), naming the bracket or string left open and its line."""
+    if path is None:
+        for binding in bindings:
+            opened = _left_open(binding)
+            if opened:
+                return f"--gin_param={binding!r}: {opened[1]} is never closed"
+        return f"--gin_param: a bracket or string is never closed ({_one_line(error)})"
+    # An error in an included file carries gin's note of each `include` on the way: the last one names it.
+    included = re.findall(r"""include ['"]([^'"]+)['"]""", str(error))
+    if included:
+        candidates = [os.path.join(base, included[-1]) for base in ["", *_SEARCH_PATHS]]
+        path = next((c for c in candidates if os.path.isfile(c)), path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            opened = _left_open(f.read())
+    except (OSError, UnicodeDecodeError):
+        opened = None
+    if opened:
+        line, what = opened
+        return f"gin file {path}, line {line}: {what} is never closed (the file ends inside it)"
+    return f"gin file {path}: a bracket or string is never closed ({_one_line(error)})"
+
+
+def _left_open(text):
+    """`(line, description)` of the innermost bracket, or the string, open where `text` (gin, which Python's
+    tokenizer reads) ends; None when it closes them all."""
+    stack = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.OP and token.string in "([{":
+                stack.append(token)
+            elif token.type == tokenize.OP and token.string in ")]}" and stack:
+                stack.pop()
+    except tokenize.TokenError as e:
+        if "string" in str(e.args[0]) and len(e.args) > 1:
+            return e.args[1][0], "a string"
+        if stack:
+            return stack[-1].start[0], repr(stack[-1].string)
+    except SyntaxError:
+        pass
+    return None
+
+
+def _evaluation_message(error, files, bindings):
+    """One line for an error raised while gin computes the bound values (after parsing)."""
+    macro = re.search(r"configurable 'macro' .*in scope '([^']+)'", str(error).replace("\n", " "))
+    if not macro:
+        return f"gin config error: {_one_line(error)}"
+    name = macro.group(1)
+    used = re.compile("%" + re.escape(name) + r"(?![\w./])")
+    where = "gin config"
+    for path in files:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            line = next((n for n, text in enumerate(f, 1) if used.search(text.split("#", 1)[0])), None)
+        if line:
+            where = f"gin file {path}, line {line}"
+            break
+    else:
+        binding = next((b for b in bindings if used.search(b)), None)
+        if binding:
+            where = f"--gin_param={binding!r}"
+    return f"{where}: macro %{name} is used but never defined (define it with `{name} = <value>`)"
 
 
 def from_gin_files(files=(), bindings=(), base=None):
