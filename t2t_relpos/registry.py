@@ -29,6 +29,7 @@ import os
 import re
 import sys
 import textwrap
+import traceback
 
 from t2t_relpos import errors
 
@@ -364,16 +365,16 @@ def import_usr_dir(path):
     if path.endswith(".gin") and os.path.isfile(path):
         pass  # A lone hparams set: registered with the directory's other .gin files below.
     elif path.endswith(".py") and os.path.isfile(path):
-        _import_file(path)
+        _run_user_code(path, _import_file, path)
     elif os.path.isfile(os.path.join(path, "__init__.py")):
         parent, package = os.path.split(path)
         if parent not in sys.path:
             sys.path.insert(0, parent)
-        importlib.import_module(package)
+        _run_user_code(path, importlib.import_module, package)
     elif os.path.isdir(path):
         for entry in sorted(os.listdir(path)):
             if entry.endswith(".py"):
-                _import_file(os.path.join(path, entry))
+                _run_user_code(path, _import_file, os.path.join(path, entry))
     else:
         raise errors.T2TRelposError(f"--usr_dir must be a .py file or a directory, got {path}")
 
@@ -383,6 +384,33 @@ def import_usr_dir(path):
     for entry in sorted(os.listdir(directory)):
         if entry.endswith(".gin"):
             register_hparams_file(os.path.join(directory, entry))
+
+
+def _run_user_code(usr_dir, load, *args):
+    """`load(*args)`, importing the user's code of `usr_dir`; what it raises (a syntax error, an import that fails,
+    any exception at import) becomes one line naming the user's file and line, not a traceback."""
+    try:
+        return load(*args)
+    except errors.T2TRelposError:  # Already one line of the package's (e.g. a name registered twice).
+        raise
+    except Exception as e:  # pylint: disable=broad-except
+        raise errors.T2TRelposError(f"cannot import --usr_dir={usr_dir}: {_user_code_error(usr_dir, e)}") from None
+
+
+def _user_code_error(usr_dir, error):
+    """`<file>, line <n>: <Type>: <message>` for `error`, raised by importing the user's code in `usr_dir`: where
+    a syntax error is, else the last line of the user's own files on its way (their call of what failed)."""
+    message = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    if isinstance(error, SyntaxError):
+        where = f"{error.filename}, line {error.lineno}" if error.filename else None
+        message = error.msg
+    else:
+        root = usr_dir if os.path.isdir(usr_dir) else os.path.dirname(usr_dir)
+        own = [frame for frame in traceback.extract_tb(error.__traceback__)
+               if os.path.abspath(frame.filename).startswith(os.path.join(root, ""))]
+        where = f"{own[-1].filename}, line {own[-1].lineno}" if own else None
+    what = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return f"{where}: {what}" if where else what
 
 
 def _import_file(path):
