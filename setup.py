@@ -6,6 +6,7 @@ inside the package as `t2t_relpos.problems` and `t2t_relpos.hparams`, so nothing
 """
 
 import os
+import re
 
 from setuptools import find_packages, setup
 
@@ -19,9 +20,19 @@ def _version():
     return scope["__version__"]
 
 
+# A Markdown link or image whose target is not absolute (http, https, mailto): `[text](target "title")`.
+_RELATIVE_LINK = re.compile(r'!?\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\((?!https?://|mailto:)[^()\s]*(?:\s+"[^"]*")?\)')
+
+
+def long_description(readme):
+    """The package's description on an index page: the README with its relative links (the repository's docs,
+    benchmarks, anchors), which would be dead there, replaced by their text; absolute links are kept."""
+    return _RELATIVE_LINK.sub(r"\1", readme)
+
+
 def _long_description():
     with open(os.path.join(_HERE, "README.md"), encoding="utf-8") as f:
-        return f.read()
+        return long_description(f.read())
 
 
 # The documentation site (`make docs`): Sphinx with Markdown pages, the API reference from the docstrings.
@@ -43,6 +54,13 @@ setup(
     long_description=_long_description(),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
+    license_files=["LICENSE"],
+    # No public repository is known: the papers the package implements, and its own citation and history.
+    project_urls={
+        "Paper: relative positions": "https://arxiv.org/abs/1803.02155",
+        "Paper: Universal Transformers": "https://arxiv.org/abs/1807.03819",
+        "Based on: tensor2tensor": "https://github.com/tensorflow/tensor2tensor",
+    },
     python_requires=">=3.10,<3.14",
     packages=(find_packages(include=["t2t_relpos", "t2t_relpos.*"]) +
               ["t2t_relpos.problems", "t2t_relpos.hparams"]),
@@ -75,7 +93,9 @@ setup(
     },
     entry_points={"console_scripts": [f"{name}={target}" for name, target in _SCRIPTS.items()]},
     classifiers=[
+        "License :: OSI Approved :: Apache Software License",
         "Programming Language :: Python :: 3",
+        *(f"Programming Language :: Python :: 3.{minor}" for minor in range(10, 14)),  # As python_requires.
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
         "Intended Audience :: Science/Research",
     ],
