@@ -151,10 +151,10 @@ def test_translate_refuses_a_bare_string(translator):
         translator.translate("123")
 
 
-def test_every_input_gets_beam_size_hypotheses_the_empty_one_too(translator):
+def test_an_empty_input_gets_its_only_hypothesis_and_others_beam_size(translator):
     beams = translator.translate(["", "12", "  "], return_beams=True)
-    assert [len(b) for b in beams] == [3, 3, 3]
-    assert beams[0] == beams[2] == [("", 0.0), ("", -math.inf), ("", -math.inf)]
+    assert [len(b) for b in beams] == [1, 3, 1]
+    assert beams[0] == beams[2] == [("", 0.0)]
     assert all(math.isfinite(score) for _, score in beams[1])
     assert translator.translate(["", "12"]) == ["", translator.translate(["12"])[0]]
 
@@ -237,6 +237,16 @@ def test_slots_beyond_the_hypotheses_there_are_are_empty_not_filler(wrap):
     ids, scores = search.beam_search(model, np.array([[2, 3, 1]], np.int32), max_length=2, beam_size=4, alpha=0.0)
     ids, scores = ops.convert_to_numpy(ids)[0], ops.convert_to_numpy(scores)[0]
     assert np.all(np.isfinite(scores)) and len({tuple(row) for row in ids}) == 4
+
+
+def test_return_beams_gives_only_real_hypotheses_when_the_beam_is_wider_than_the_outputs():
+    """Outputs of up to 2 tokens over 3 symbols: 1 + 3 + 9 = 13 exist; a beam of 20 returned 7 placeholders
+    ("", -inf) beside them, read as hypotheses."""
+    binary = registry.problem("algorithmic_reverse_binary40")  # Vocabulary 5: EOS and three symbols.
+    beams = translator_lib.Translator(tiny(5), binary, beam_size=20, extra_length=0).translate(
+        ["1"], return_beams=True)[0]
+    assert 1 <= len(beams) <= 13 and len({text for text, _ in beams}) == len(beams)
+    assert all(math.isfinite(score) for _, score in beams)
 
 
 def test_a_beam_wider_than_the_vocabulary_decodes_longer_outputs():

@@ -153,7 +153,7 @@ def decode_to_file(translator, sources, path, return_beams=False):
         with open_output(path, "the decoded output") as out:
             for start in range(0, len(sources), chunk):
                 indices = range(start, min(start + chunk, len(sources)))
-                # Blank lines too, as the Translator does: so that they get as many (empty) hypotheses as others.
+                # Blank lines too, as the Translator does: they get the empty output, their only hypothesis.
                 results = translator.decode_ids([encoded[i] for i in indices])
                 for i, found in zip(indices, results):
                     hypotheses = [(_one_line(translator.target_encoder.decode(ids)), score)

@@ -40,7 +40,7 @@ def define_flags():
     flags.DEFINE_string("decode_from_file", None, "Source text, one sentence per line ('-': stdin).")
     flags.DEFINE_string("decode_to_file", "-", "Where outputs go, one per line ('-': stdout), written whole or "
                         "not at all. With return_beams, each line holds 'hypothesis<TAB>score' pairs, best "
-                        "first.")
+                        "first: up to beam_size, fewer where fewer distinct outputs exist.")
     flags.DEFINE_string("decode_reference", None, "Reference translations, line-aligned with the source: "
                         "reports sacreBLEU (text problems) or char/sequence accuracy (algorithmic problems) on "
                         "stderr.")

@@ -3,6 +3,7 @@
     translator = Translator(model, problem, beam_size=4, alpha=0.6)
     translator.translate(["0123456789"])                      # -> ["9876543210"]
     translator.translate(["0123"], return_beams=True)         # -> [[("3210", -0.01), ("3201", -2.3), ...]]
+                                                              #    (up to beam_size pairs: only real ones)
 """
 
 import math
@@ -122,7 +123,8 @@ class Translator:
 
         Returns:
             A list, per source, of `(target ids without EOS, score)` pairs, best first (one pair unless beam
-            search).
+            search): only the hypotheses the search found, fewer than `beam_size` where there are fewer
+            distinct outputs (the search's empty slots, at score -inf, are left out: they are no outputs).
         """
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
         results = [None] * len(sources)
@@ -136,7 +138,8 @@ class Translator:
             ids, scores = self._search(tf.constant(batch), max_length)
             ids, scores = ids.numpy(), scores.numpy()
             for row, i in enumerate(chosen):
-                results[i] = [(_strip(ids[row, beam]), float(scores[row, beam])) for beam in range(ids.shape[1])]
+                results[i] = [(_strip(ids[row, beam]), float(scores[row, beam])) for beam in range(ids.shape[1])
+                              if scores[row, beam] != -np.inf or beam == 0]
         return results
 
     def translate(self, texts, return_beams=False):
@@ -144,10 +147,11 @@ class Translator:
 
         Args:
             texts: A list (or other iterable) of strings; a bare string is refused (TypeError).
-            return_beams: Return every hypothesis (`beam_size` of them; a classifier's labels), not only the best.
-                Every input gets as many pairs: an empty (or blank) text is not decoded, and gets `("", 0.0)`,
-                its only output, with probability 1, followed by `("", -inf)` in the slots no other hypothesis
-                fills.
+            return_beams: Return every hypothesis (up to `beam_size` of them; a classifier's labels), not only
+                the best. Only real ones: where the search finds fewer distinct outputs than the beam holds (a
+                beam wider than the outputs a short sentence can have), the list is shorter, never padded. An
+                empty (or blank) text is not decoded, and gets `[("", 0.0)]`: its only output, with
+                probability 1.
 
         A text longer than `max_input_length` tokens (EOS included) is truncated, with a warning naming its index.
         """
@@ -171,10 +175,10 @@ class Translator:
 
 def hypotheses_of_text(text, hypotheses):
     """`hypotheses` (as `decode_ids` gives them) for `text`; for an empty or blank text, which means nothing to
-    translate, the empty output with probability 1 and the other slots empty at -inf: as many pairs as others."""
+    translate, its only output: the empty one, with probability 1."""
     if text.strip():
         return hypotheses
-    return [([], 0.0)] + [([], float("-inf"))] * (len(hypotheses) - 1)
+    return [([], 0.0)]
 
 
 def _check_vocab_sizes(model, input_vocab_size, target_vocab_size):
