@@ -132,6 +132,7 @@ def main():
     parser.add_argument("--record", action="store_true", help="Append the rows of the configurations trained here, "
                         "with their overrides and seed, to benchmarks/results/translate_small.json.")
     args = parser.parse_args()
+    common.refuse_uncommitted_writes(args)
     names = [n for n in args.configs.split(",") if n]
     unknown = [n for n in names if n not in CONFIGS]
     if unknown:
@@ -155,7 +156,6 @@ def main():
     print(text)
     if args.write:
         common.replace_section("ablations", text)
-        print(f"Wrote the results to {common.README}")
     if args.record:
         common.record("translate_small", record_rows(args, results), description=translate_small.RESULTS_DESCRIPTION)
     return 0

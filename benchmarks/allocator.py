@@ -93,8 +93,9 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=0, help="steps per run (0: each set's default)")
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--work_dir", default=os.path.join("benchmarks", "runs", "allocator"))
-    parser.add_argument("--write", action="store_true", help="write the table into benchmarks/README.md")
+    parser.add_argument("--write", action="store_true", help="write the section into docs/studies/benchmark_runs.md")
     args = parser.parse_args(argv)
+    common.refuse_uncommitted_writes(args)
     sets = args.sets.split(",")
     args.steps_of = {name: args.steps or STEPS.get(name, 100) for name in sets}
     os.makedirs(args.work_dir, exist_ok=True)

@@ -223,7 +223,7 @@ def _parse_args(argv=None):
     parser.add_argument("--memory_reps", type=int, default=5, help="memory steps per configuration (median)")
     parser.add_argument("--min_sample_s", type=float, default=0.2,
                         help="a timed sample repeats short steps until it lasts this long")
-    parser.add_argument("--write", action="store_true", help="write the results into benchmarks/README.md")
+    parser.add_argument("--write", action="store_true", help="write the section into docs/studies/benchmark_runs.md")
     parser.add_argument("--plot", metavar="PATH", help="write a PNG of memory and time against n")
     parser.add_argument("--memory_fraction", type=float, default=0.5,
                         help="skip the naive form where its estimate exceeds this share of available RAM")
@@ -350,7 +350,7 @@ def plot(results, path):
 
 
 def readme_section(args, table, judged, elapsed):
-    """The README section: how it was run, on what, the method, the table and the verdict."""
+    """The run log's section: how it was run, on what, the method, the table and the verdict."""
     section = "\n\n".join([
         "## Attention: time and memory of one training step",
         f"`{common.command_line()}` — {common.today()}, took {elapsed:.0f} s.  \n"
@@ -365,7 +365,7 @@ def readme_section(args, table, judged, elapsed):
         judged,
     ])
     if args.plot:
-        image = os.path.relpath(os.path.abspath(args.plot), os.path.dirname(common.README))
+        image = os.path.relpath(os.path.abspath(args.plot), os.path.dirname(common.RUN_LOG))
         section += f"\n\n![peak memory and time against n]({image})"
     return section
 
@@ -376,6 +376,7 @@ def main(argv=None):
     if args.worker is not None:
         _worker(args)
         return 0
+    common.refuse_uncommitted_writes(args)
     started = time.time()
     check = common.run_worker([os.path.abspath(__file__), "--worker", "check"])
     if not check.get("naive_matches"):

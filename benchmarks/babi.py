@@ -7,10 +7,11 @@ the real CLIs: one command per study.
         [--write] [--record]
     .venv/bin/python benchmarks/babi.py continue --from_run RUN --from_step 4000 --name NAME \\
         --data_dir ../shared/data/babi [--subset 10k] [--tasks all | 1,17] [--task_repeats 17:8] \\
-        [--freeze encoder[,embedding]] [--qa16_hops 2] [--steps 1000] [--work_dir /work/runs/babi_continue] [--write]
+        [--freeze encoder[,embedding]] [--qa16_hops 2] [--steps 1000] \\
+        [--work_dir benchmarks/runs/babi_continue] [--write]
     .venv/bin/python benchmarks/babi.py curriculum --data_dir ../shared/data/babi [--subset 10k]
         [--hparams_set universal_transformer_babi_rel] [--hparams act_type=basic] [--seed 1]
-        [--work_dir /work/runs/babi_curriculum] [--stages N] [--write] [--record]
+        [--work_dir benchmarks/runs/babi_curriculum] [--stages N] [--write] [--record]
     .venv/bin/python benchmarks/babi.py fact-order --data_dir DIR RUN_DIR[@STEP] [RUN_DIR[@STEP] ...] [--write]
     .venv/bin/python benchmarks/babi.py hops --data_dir ../shared/data/babi [--subset 10k]
         [--models universal_transformer_babi_rel:facts] [--hops 1,2,3] [--train_steps 8000] [--jobs 2]
@@ -91,7 +92,7 @@ build their vocabularies from all 20 tasks); the 3-hop runs are `train --single_
 `<work_dir>`. The table has qa16's test and validation error per version and model, and the trainer's validation
 accuracy by step: a version a model learns rises, one it cannot learn stays flat.
 
-`--write` puts a command's table into its section of benchmarks/README.md. `--record` (`train`, `curriculum`)
+`--write` puts a command's table into its section of docs/studies/benchmark_runs.md. `--record` (`train`, `curriculum`)
 appends the test error per task of each kept run to benchmarks/results/babi.json, which `benchmarks/plots.py`
 draws beside the paper's per-task figures. Nothing here imports TensorFlow at module level: the GPU command
 (`babi_accelerator.py`) shares the data and paper helpers on a device without it.
@@ -425,7 +426,7 @@ def train_rows(results, args):
 
 
 def train_report(results, args, seconds):
-    """The README section: best seed per model by validation, its test errors per task, the paper's rows."""
+    """The run log's section: best seed per model by validation, its test errors per task, the paper's rows."""
     best = best_runs(results)
     headers = ["task"] + [f"`{s}` ({layout}{', ' + hparams if hparams else ''})" for s, layout, hparams in best]
     tasks = sorted({task for r in best.values() for task in r["test"]})
@@ -454,9 +455,10 @@ def train_report(results, args, seconds):
     return "\n".join([
         f"## {getattr(args, 'title', None) or f'bAbI question answering ({args.subset}, {training})'}", "",
         f"`{common.command_line()}` — {common.today()}, " + (
-            f"collected from runs in `{args.work_dir}` trained by earlier invocations (their training minutes are "
-            "in the table).  " if getattr(args, "report_only", False) else
-            f"took {seconds / 60:.0f} min (runs kept in `{args.work_dir}` and resumed; {args.jobs} at a time"
+            f"collected from runs in `{common.shown_path(args.work_dir)}` trained by earlier invocations (their "
+            "training minutes are in the table).  " if getattr(args, "report_only", False) else
+            f"took {seconds / 60:.0f} min (runs kept in `{common.shown_path(args.work_dir)}` and resumed; "
+            f"{args.jobs} at a time"
             f"{', each on one TensorFlow thread' if args.jobs > 1 else ''}).  "),
         f"Machine: {common.machine_description()}.", "",
         f"Test error (%) per task after {args.train_steps} steps of "
@@ -953,7 +955,7 @@ def _data_flags(p, subset):
 
 def _output_flags(p, record=None):
     """--write, and --record where the command records rows (`record`: what it records)."""
-    p.add_argument("--write", action="store_true", help="write the table into benchmarks/README.md")
+    p.add_argument("--write", action="store_true", help="write the section into docs/studies/benchmark_runs.md")
     if record:
         p.add_argument("--record", action="store_true", help=f"append {record} to benchmarks/results/babi.json "
                        "(drawn by benchmarks/plots.py)")
@@ -985,7 +987,7 @@ def _add_train(commands):
                    "kept run's checkpoints (and keep those of earlier calls) and tabulate the error of every "
                    "task above 5%% by step (when each task is learned)")
     _output_flags(p, record="each kept run's test error per task")
-    p.add_argument("--section", help="README section to write (default babi_<subset>): comparisons of their "
+    p.add_argument("--section", help="run log section to write (default babi_<subset>): comparisons of their "
                    "own beside the main table")
     p.add_argument("--title", help="the section's heading (default: bAbI question answering (<subset>, joint "
                    "training))")
@@ -1007,8 +1009,9 @@ def _add_continue(commands):
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--seed", type=int, default=1)
     _threads_flag(p)
-    p.add_argument("--work_dir", default="/work/runs/babi_continue")
-    p.add_argument("--write", action="store_true", help="replace the babi_continue section of README.md")
+    p.add_argument("--work_dir", default=os.path.join("benchmarks", "runs", "babi_continue"))
+    p.add_argument("--write", action="store_true",
+                   help="replace the babi_continue section of docs/studies/benchmark_runs.md")
     p.set_defaults(command=continue_command)
 
 
@@ -1062,6 +1065,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    common.refuse_uncommitted_writes(args)
     common.stop_tools_on_termination()
     return args.command(args)
 

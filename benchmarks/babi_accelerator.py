@@ -539,7 +539,7 @@ def _spread(run):
 
 
 def report(args):
-    """A README section: test error per task of each saved run (a run and its continuations), the validation
+    """A run log section: test error per task of each saved run (a run and its continuations), the validation
     curve of the last, and whether `evaluate`'s answers on another backend were the same."""
     import common  # pylint: disable=import-outside-toplevel
 
@@ -638,10 +638,11 @@ def main(argv=None):
     p.add_argument("--checked", default=None, help="`evaluate --json` of the last run on another backend")
     p.add_argument("--title", default="bAbI on an accelerator")
     p.add_argument("--section", default="babi_accelerator")
-    p.add_argument("--write", action="store_true", help="put the section into benchmarks/README.md")
+    p.add_argument("--write", action="store_true", help="put the section into docs/studies/benchmark_runs.md")
     p.add_argument("--record", action="store_true", help="append the last run's chosen seed's test error per task "
                    "to benchmarks/results/babi.json (drawn by benchmarks/plots.py)")
     args = parser.parse_args(argv)
+    babi.common.refuse_uncommitted_writes(args)
     for name in ("log_every", "eval_every", "save_every"):
         if getattr(args, name, 0) < 0:
             raise SystemExit(f"error: --{name} must be >= 0 (0: only at the end), got {getattr(args, name)}")

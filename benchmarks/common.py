@@ -1,10 +1,11 @@
-"""Helpers shared by the benchmark scripts: machine line, interleaved timing, peak memory, README sections,
-and the results files under benchmarks/results/ that the plots are drawn from.
+"""Helpers shared by the benchmark scripts: machine line, interleaved timing, peak memory, the run log's sections
+(docs/studies/benchmark_runs.md), and the results files under benchmarks/results/ that the plots are drawn from.
 
 Nothing here imports TensorFlow at module level, so a parent process that only launches workers stays light.
 """
 
 import datetime
+import fnmatch
 import json
 import math
 import os
@@ -18,8 +19,14 @@ import threading
 import time
 from importlib import metadata
 
-README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "README.md")
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Where `--write` puts a script's generated section; the report (benchmarks/README.md) is edited by hand from it.
+RUN_LOG = os.path.join(REPO, "docs", "studies", "benchmark_runs.md")
+RESULTS = os.path.join(REPO, "benchmarks", "results")
+# The package's code, whose commit a recorded figure names; in it, what the scripts write is not code.
+CODE = ("t2t_relpos", "problems", "hparams", "benchmarks")
+NOT_CODE = ("benchmarks/results/*", "benchmarks/README.md", "benchmarks/*.png")
+UNCOMMITTED = " + uncommitted changes"
 _RESULT_PREFIX = "BENCHMARK_RESULT_JSON: "
 
 
@@ -68,26 +75,83 @@ def today():
     return datetime.date.today().isoformat()
 
 
+def shown_path(path):
+    """`path` as a section shows it: relative to the repository where it lies inside it (a machine's own folders
+    stay out of the log), otherwise as given."""
+    full = os.path.abspath(path)
+    return os.path.relpath(full, REPO) if full.startswith(REPO + os.sep) else path
+
+
 def command_line():
-    """How this script was invoked, as a shell would take it again (interpreter path kept relative when it can be)."""
-    python = os.path.relpath(sys.executable)
-    python = sys.executable if python.startswith("..") else python
-    return shlex.join([python] + sys.argv)
+    """How this script was invoked, as a shell would take it again from the repository's root: the interpreter,
+    the script and absolute paths inside the repository shown relative to it (`shown_path`), the rest as given."""
+
+    def shown(arg):
+        flag, equals, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+        return flag + equals + (shown_path(value) if os.path.isabs(value) else value)
+
+    script = [shown_path(arg) if os.path.exists(arg) else arg for arg in sys.argv[:1]]  # Run from anywhere.
+    return shlex.join([shown_path(sys.executable)] + script + [shown(arg) for arg in sys.argv[1:]])
+
+
+def code_changes():
+    """The files of the package's code (`CODE`, less `NOT_CODE`) that differ from the commit checked out, new
+    files included; None outside a git checkout."""
+    # No optional locks: a status taking the index's lock would fail a commit made at the same time.
+    status = subprocess.run(["git", "--no-optional-locks", "-C", REPO, "status", "--porcelain=v1", "-z",
+                             "--untracked-files=all", "--", *CODE], capture_output=True, text=True, check=False)
+    if status.returncode != 0:
+        return None
+    entries, changed = iter(status.stdout.split("\0")), []
+    for entry in entries:
+        if not entry:
+            continue
+        if entry[0] in "RC":  # A rename or copy: the next entry is the path it came from.
+            next(entries, None)
+        path = entry[3:]
+        if not any(fnmatch.fnmatch(path, pattern) for pattern in NOT_CODE):
+            changed.append(path)
+    return changed
 
 
 def code_version():
-    """The commit the benchmark ran on (`git rev-parse --short HEAD`), "+ uncommitted changes" where the tree
-    differs from it, or "unknown" outside a checkout."""
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-    def git(*args):
-        return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=False)
-
-    head = git("rev-parse", "--short", "HEAD")
-    if head.returncode != 0:
+    """The commit the benchmark ran on (`git rev-parse --short HEAD`), "+ uncommitted changes" where the package's
+    code differs from it (`code_changes`), or "unknown" outside a checkout."""
+    head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          check=False)
+    changed = code_changes() if head.returncode == 0 else None
+    if changed is None:
         return "unknown"
-    changed = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
-    return head.stdout.strip() + (" + uncommitted changes" if changed else "")
+    return head.stdout.strip() + (UNCOMMITTED if changed else "")
+
+
+def require_committed(flag, path):
+    """The commit that figures written to `path` (a file or folder) by `flag` will name: where `path` lies in the
+    repository, the package's code must be committed, else this exits with status 2 and one line `error: ...`
+    (a run without `flag` measures and prints all the same). Paths outside the repository (tests') pass."""
+    version = code_version()
+    if not os.path.abspath(path).startswith(REPO + os.sep):
+        return version
+    if version == "unknown":
+        reason = "the code is not in a git checkout"
+    elif version.endswith(UNCOMMITTED):
+        changed = code_changes() or []
+        more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        reason = f"the code has uncommitted changes ({', '.join(changed[:3])}{more}); commit them first"
+    else:
+        return version
+    print(f"error: {flag} refused: {reason}, so that {shown_path(path)} names the commit its figures ran on "
+          f"(without {flag} a run measures and prints only)", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def refuse_uncommitted_writes(args):
+    """A script's check before it measures: `--write` (the run log) and `--record` (benchmarks/results/) each
+    `require_committed`, so that a long run is not refused only when it has finished."""
+    if getattr(args, "write", False):
+        require_committed("--write", RUN_LOG)
+    if getattr(args, "record", False):
+        require_committed("--record", RESULTS)
 
 
 def provenance(seed=None):
@@ -120,10 +184,12 @@ def results_json(results):
 
 def record(benchmark, rows, results_dir=None, description=""):
     """Appends `rows` (dicts, each with `provenance`'s fields) to `<results_dir>/<benchmark>.json` (default
-    `RESULTS`), written whole (a temporary name renamed into place), the rows already there kept; its path."""
+    `RESULTS`), written whole (a temporary name renamed into place), the rows already there kept; its path.
+    Into the repository only from committed code (`require_committed`)."""
     from t2t_relpos import files  # pylint: disable=import-outside-toplevel  # No TensorFlow.
 
     results_dir = results_dir or RESULTS
+    require_committed("--record", results_dir)
     path = os.path.join(results_dir, f"{benchmark}.json")
     try:
         results = read_results(benchmark, results_dir)
@@ -133,7 +199,7 @@ def record(benchmark, rows, results_dir=None, description=""):
     os.makedirs(results_dir, exist_ok=True)
     with files.atomic_write(path, what="the results file") as f:
         f.write(results_json(results))
-    print(f"Recorded {len(rows)} row(s) in {path}")
+    print(f"Recorded {len(rows)} row(s) in {shown_path(path)}")
     return path
 
 
@@ -378,10 +444,14 @@ class RunClock:
         return False
 
 
-def replace_section(name, text, path=README):
-    """Put `text` between `<!-- BEGIN name -->` and `<!-- END name -->` in `path` (section appended if missing)."""
+def replace_section(name, text, path=None):
+    """Puts `text` between `<!-- BEGIN name -->` and `<!-- END name -->` in `path` (default `RUN_LOG`), in place of
+    what was there (the section appended if missing), with the commit it ran on below it. Into the repository only
+    from committed code (`require_committed`)."""
+    path = path or RUN_LOG
+    version = require_committed("--write", path)
     begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
-    block = f"{begin}\n{text.strip()}\n{end}"
+    block = f"{begin}\n{text.strip()}\n\nRan on commit {version}.\n{end}"
     content = ""
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
@@ -393,6 +463,7 @@ def replace_section(name, text, path=README):
         content = content.rstrip("\n") + ("\n\n" if content.strip() else "") + block
     with open(path, "w", encoding="utf-8") as f:
         f.write(content.rstrip("\n") + "\n")
+    print(f"Wrote section {name} to {shown_path(path)}")
 
 
 def spread(values, digits=2):

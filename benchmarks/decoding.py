@@ -473,7 +473,7 @@ def plot(results, path):
 
 
 def readme_section(args, results, table, flat_table, judged, elapsed):
-    """The README section: how it was run, on what, the method, the tables and the verdict."""
+    """The run log's section: how it was run, on what, the method, the tables and the verdict."""
     models = "; ".join(f"`{r['model']}`: {r['description']}, {r['parameters'] / 1e6:.2f} M parameters"
                        for r in results.values() if "error" not in r)
     section = "\n\n".join(part for part in [
@@ -503,7 +503,7 @@ def readme_section(args, results, table, flat_table, judged, elapsed):
         judged,
     ] if part)
     if args.plot:
-        image = os.path.relpath(os.path.abspath(args.plot), os.path.dirname(common.README))
+        image = os.path.relpath(os.path.abspath(args.plot), os.path.dirname(common.RUN_LOG))
         section += f"\n\n![ms per step against output length]({image})"
     return section
 
@@ -525,7 +525,7 @@ def _parse_args(argv=None):
                         help="a timed sample repeats short calls until it lasts this long")
     parser.add_argument("--vocab_size", type=int, default=VOCAB_SIZE)
     parser.add_argument("--no_xla", action="store_true", help="leave out the cached path compiled with XLA")
-    parser.add_argument("--write", action="store_true", help="write the results into benchmarks/README.md")
+    parser.add_argument("--write", action="store_true", help="write the section into docs/studies/benchmark_runs.md")
     parser.add_argument("--plot", metavar="PATH", help="write a PNG of ms per step against length")
     parser.add_argument("--reorder_cost", action="store_true",
                         help="time the beam search with and without its cache reorder instead (writes nothing)")
@@ -580,6 +580,7 @@ def main(argv=None):
     if args.worker is not None:
         _worker(args)
         return 0
+    common.refuse_uncommitted_writes(args)
     started = time.time()
     results = {name: _measure_model(name, args) for name in args.models.split(",")}
     elapsed = time.time() - started

@@ -244,8 +244,9 @@ def main():
     parser.add_argument("--hparams_set", default="transformer_base", help="Its batch_size / bucket settings.")
     parser.add_argument("--seconds", type=float, default=8.0, help="About this long per timed drain.")
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--write", action="store_true", help="Record the results in benchmarks/README.md.")
+    parser.add_argument("--write", action="store_true", help="Write the section into docs/studies/benchmark_runs.md.")
     args = parser.parse_args()
+    common.refuse_uncommitted_writes(args)
     absent = missing_files(args.newstest)
     if absent:
         print(f"input_pipeline: skipped, the newstest files are not there (missing {', '.join(absent)}); pass "
@@ -273,7 +274,6 @@ each, median (and range). Per CPU-second: over all the process's threads.
     print(text)
     if args.write:
         common.replace_section("input_pipeline", text)
-        print(f"Wrote the results to {common.README}")
     return 0
 
 

@@ -523,7 +523,7 @@ def _steps_text(tasks, args):
 
 
 def report(results, args, seconds, unfinished=(), failed=()):
-    """The README section; `unfinished` (pairs without a result at these steps) are named below the table, with
+    """The run log's section; `unfinished` (pairs without a result at these steps) are named below the table, with
     those of them that `failed` in this invocation marked."""
     rows = []
     tasks = [_keys(key)[0] for key in [*results, *unfinished]]
@@ -562,9 +562,9 @@ def report(results, args, seconds, unfinished=(), failed=()):
         "## " + (getattr(args, "title", None) or "Length generalisation (UT paper, Table 4 protocol)"), "",
         f"`{common.command_line()}` — {common.today()}, " + (
             "collected from the finished runs" if getattr(args, "report_only", False) else
-            f"took {seconds / 60:.0f} min") + f"; the pairs' runs (kept in `{args.work_dir}` and reused when "
-        f"finished) took {sum(r[2] for r in results.values()) / 60:.0f} min of wall time in all, {args.jobs} at a "
-        "time.  ",
+            f"took {seconds / 60:.0f} min") + f"; the pairs' runs (kept in `{common.shown_path(args.work_dir)}` and "
+        f"reused when finished) took {sum(r[2] for r in results.values()) / 60:.0f} min of wall time in all, "
+        f"{args.jobs} at a time.  ",
         f"Machine: {common.machine_description()}.", "",
         f"Train on decimal strings of length <= 40 for {_steps_text(tasks, args)} with the `*_cpu` sets (width 64, "
         f"the UTs pre-norm), decode the first {args.num_samples} evaluation strings (length 1-400) greedily: char and "
@@ -664,8 +664,8 @@ def main(argv=None):
     parser.add_argument("--work_dir", default=os.path.join("benchmarks", "runs", "length_generalisation"))
     parser.add_argument("--report_only", action="store_true", help="train nothing: tabulate the pairs already "
                         "finished in --work_dir at these steps and samples, and name the unfinished ones")
-    parser.add_argument("--write", action="store_true", help="write the table into benchmarks/README.md")
-    parser.add_argument("--section", default="length_generalisation", help="README section to write: "
+    parser.add_argument("--write", action="store_true", help="write the section into docs/studies/benchmark_runs.md")
+    parser.add_argument("--section", default="length_generalisation", help="run log section to write: "
                         "comparisons of their own get sections of their own, leaving the main table alone")
     parser.add_argument("--title", help="the section's heading (default: Length generalisation (UT paper, "
                         "Table 4 protocol))")
@@ -687,6 +687,7 @@ def main(argv=None):
                         "first STEPS steps with OFFSETS (that run is reused where it exists), then go on with "
                         "--offsets (a curriculum over the offsets' range; ours, not the paper's)")
     args = parser.parse_args(argv)
+    common.refuse_uncommitted_writes(args)
     os.makedirs(args.work_dir, exist_ok=True)
     if not args.report_only:
         common.stop_tools_on_termination()

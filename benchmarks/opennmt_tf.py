@@ -47,7 +47,7 @@ runs made at the same time. Medians and the range over runs.
 It skips with one line (exit 0) when the Multi30k files are absent or when the OpenNMT-tf environment can neither
 be found nor built (--opennmt_venv, default `benchmarks/runs/opennmt_venv`: `python3.11 -m venv` and `pip install
 tensorflow==2.13.1 OpenNMT-tf==2.32.0`, which needs a package index). Work files go to --work_dir; --write records
-the table in benchmarks/README.md.
+the table in docs/studies/benchmark_runs.md.
 """
 
 import argparse
@@ -503,7 +503,7 @@ def benchmark(args, venv):
                 run_dir = os.path.join(args.work_dir, f"{args.shape}_{positions}")
                 plan = commands(args, runs[positions]["hp"], positions, data_dir, files, run_dir, venv)
                 if rep == 0 and not swap:
-                    log += [" ".join(plan["shown"][name]).replace(os.getcwd() + os.sep, "")
+                    log += [" ".join(plan["shown"][name]).replace(common.REPO + os.sep, "")
                             for name in ("ours", "theirs")]
                     runs[positions]["plan"] = plan
                 print(f"[rep {rep + 1}/{args.reps}] {positions}: ours on core {pair_cores[0]}, OpenNMT-tf on core "
@@ -530,7 +530,7 @@ def profile(args, venv):
     for positions, hp in hps.items():
         run_dir = os.path.join(args.work_dir, f"{args.shape}_{positions}_profile")
         plan = commands(args, hp, positions, data_dir, files, run_dir, venv)
-        log += [" ".join(plan["shown"][toolkit]).replace(os.getcwd() + os.sep, "") for toolkit in ("ours", "theirs")]
+        log += [" ".join(plan["shown"][toolkit]).replace(common.REPO + os.sep, "") for toolkit in ("ours", "theirs")]
         traces = {toolkit: os.path.join(args.work_dir, f"{args.shape}_{positions}_trace_{toolkit}")
                   for toolkit in ("ours", "theirs")}
         for trace in traces.values():
@@ -787,8 +787,9 @@ def main():
     parser.add_argument("--profile", metavar="FIRST:LAST", help="Instead of timing: one run per toolkit and "
                         "encoding, steps FIRST+1 .. LAST traced with TensorFlow's profiler, and a table of the op "
                         "types' self time per step side by side (needs xprof; --steps defaults to LAST + 5).")
-    parser.add_argument("--write", action="store_true", help="Record the results in benchmarks/README.md.")
+    parser.add_argument("--write", action="store_true", help="Write the section into docs/studies/benchmark_runs.md.")
     args = parser.parse_args()
+    common.refuse_uncommitted_writes(args)
     if args.profile:
         try:
             args.profile = tuple(int(x) for x in args.profile.split(":"))
@@ -824,7 +825,6 @@ def main():
         print(text)
         if args.write:
             common.replace_section(f"opennmt_tf_{args.shape}_profile", text)
-            print(f"Wrote the results to {common.README}")
         return 0
     runs, stats, log = benchmark(args, os.path.abspath(args.opennmt_venv))
     text = report(args, runs, stats, versions, log, time.perf_counter() - began)
@@ -833,7 +833,6 @@ def main():
         section = "opennmt_tf" + (f"_{args.shape}" if args.shape != "tiny" else "") + (
             f"_{args.allocator}" if args.allocator != "shipped" else "")
         common.replace_section(section, text)
-        print(f"Wrote the results to {common.README}")
     return 0
 
 

@@ -123,6 +123,7 @@ def main():
     parser.add_argument("--reps", type=int, default=5, help="Timed passes over the test set per system.")
     parser.add_argument("--batch_size", type=int, default=32, help="Sentences per batch, every system.")
     args = parser.parse_args()
+    common.refuse_uncommitted_writes(args)
     absent = translate_small.missing_files(args.multi30k)
     if absent:
         print(f"serving: skipped, the Multi30k data is not there (missing {', '.join(absent)}); "
@@ -151,7 +152,6 @@ CTranslate2 runs on {os.cpu_count()} threads (intra_threads), TensorFlow with it
     print(text)
     if args.write:
         common.replace_section("serving", text)
-        print(f"Wrote the results to {common.README}")
     return 0
 
 

@@ -223,9 +223,9 @@ def main(argv=None):
     parser.add_argument("--settings", default="mixed,long")
     parser.add_argument("--variants", default="plain", help=f"comma-separated, of {', '.join(VARIANTS)}")
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--write", action="store_true", help="write the table into benchmarks/README.md")
+    parser.add_argument("--write", action="store_true", help="write the section into docs/studies/benchmark_runs.md")
     parser.add_argument("--compare_variants", action="store_true",
-                        help="time plain, jit and bf16 side by side (own section of benchmarks/README.md)")
+                        help="time plain, jit and bf16 side by side (own section of the run log)")
     parser.add_argument("--worker", nargs=3, metavar=("SHAPE", "SETTING", "VARIANT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -234,6 +234,7 @@ def main(argv=None):
                            else measure(shape, setting, variant, reps=args.reps))
         return 0
 
+    common.refuse_uncommitted_writes(args)
     began = time.perf_counter()
     if args.compare_variants:
         return _compare_variants(args, began)

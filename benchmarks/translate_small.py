@@ -16,7 +16,7 @@ The run goes the way a user's would, with `translate_local` (see problems/transl
 
 Without the Multi30k files it prints why and exits 0. Work files go to --work_dir (benchmarks/runs/, ignored
 by git; a run of `--seed` other than 1 in `<hparams set>_s<seed>`); --write records the table, the commands and the
-machine in benchmarks/README.md; --record appends each model's BLEU and figures, with its seed, to
+machine in docs/studies/benchmark_runs.md; --record appends each model's BLEU and figures, with its seed, to
 benchmarks/results/translate_small.json, which `benchmarks/plots.py` draws (every seed's point and their mean).
 """
 
@@ -72,7 +72,7 @@ def run_tool(tool, args, log, retries=2):
     failure stops the benchmark.
     """
     command = [sys.executable, "-m", TOOLS[tool]] + list(args)
-    shown = " ".join([tool] + list(args)).replace(os.getcwd() + os.sep, "")
+    shown = " ".join([tool] + list(args)).replace(common.REPO + os.sep, "")
     print(f"$ {shown}", flush=True)
     log.append(shown)
     began = time.perf_counter()
@@ -302,7 +302,7 @@ def seeds_table(rows, models, steps, since, overrides=""):
 
 
 def seeds_report(args):
-    """The README section of every seed recorded since `args.since` for the --hparams_sets at --steps."""
+    """The run log section of every seed recorded since `args.since` for the --hparams_sets at --steps."""
     rows = common.read_results("translate_small")["rows"]
     chosen = [r for runs in seed_rows(rows, args.hparams_sets, args.steps, args.since, args.overrides).values()
               for r in runs]
@@ -339,7 +339,7 @@ def add_shared_flags(parser, log_every):
     parser.add_argument("--alpha", type=float, default=0.6)
     parser.add_argument("--decode_samples", type=int, default=0, help="Decode only the first N test sentences "
                         "(0: all; BLEU on a prefix is for quick looks only).")
-    parser.add_argument("--write", action="store_true", help="Record the results in benchmarks/README.md.")
+    parser.add_argument("--write", action="store_true", help="Write the section into docs/studies/benchmark_runs.md.")
 
 
 def main():
@@ -353,14 +353,15 @@ def main():
     parser.add_argument("--record", action="store_true", help="Append each model's BLEU and figures to "
                         "benchmarks/results/translate_small.json (drawn by benchmarks/plots.py).")
     parser.add_argument("--seeds_table", action="store_true", help="Train nothing: print (and with --write, put in "
-                        "benchmarks/README.md) the table over seeds of the rows recorded since --since.")
+                        "the run log) the table over seeds of the rows recorded since --since.")
     parser.add_argument("--since", default="0000-00-00", help="--seeds_table: rows of this date (YYYY-MM-DD) or later.")
     parser.add_argument("--overrides", default="", help="--seeds_table: also the rows trained with overrides "
                         "(ablations.py's), a line per set and overrides: * for all, or the overrides wanted, separated "
                         "by ;")
-    parser.add_argument("--section", default="translate_seeds", help="--seeds_table --write: the README section.")
+    parser.add_argument("--section", default="translate_seeds", help="--seeds_table --write: the run log section.")
     parser.add_argument("--title", help="--seeds_table: the section's heading.")
     args = parser.parse_args()
+    common.refuse_uncommitted_writes(args)
     args.hparams_sets = [s for s in args.hparams_sets.split(",") if s]
     if args.seeds_table:
         text = seeds_report(args)
@@ -379,7 +380,6 @@ def main():
     print(text)
     if args.write:
         common.replace_section("translate_small", text)
-        print(f"Wrote the results to {common.README}")
     if args.record:
         common.record("translate_small", record_rows(args, results), description=RESULTS_DESCRIPTION)
     return 0

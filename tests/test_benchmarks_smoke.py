@@ -1,5 +1,6 @@
 """The attention benchmark at a tiny length: its results, table and verdict, and its naive layer's correctness."""
 
+import argparse
 import os
 
 import pytest
@@ -51,13 +52,107 @@ def test_naive_check_catches_reversed_relative_positions(monkeypatch):
         attention.check_naive_matches()
 
 
-def test_replace_section_replaces_in_place_and_appends(tmp_path):
-    path = tmp_path / "README.md"
+def test_replace_section_replaces_in_place_and_appends(tmp_path, monkeypatch):
+    monkeypatch.setattr(common, "code_version", lambda: "abc1234")
+    path = tmp_path / "benchmark_runs.md"
     path.write_text("# Title\n\n<!-- BEGIN a -->\nold\n<!-- END a -->\n\nafter\n")
     common.replace_section("a", "new", path=str(path))
     common.replace_section("b", "second", path=str(path))
-    assert path.read_text() == ("# Title\n\n<!-- BEGIN a -->\nnew\n<!-- END a -->\n\nafter\n\n"
-                                "<!-- BEGIN b -->\nsecond\n<!-- END b -->\n")
+    assert path.read_text() == ("# Title\n\n<!-- BEGIN a -->\nnew\n\nRan on commit abc1234.\n<!-- END a -->\n\n"
+                                "after\n\n<!-- BEGIN b -->\nsecond\n\nRan on commit abc1234.\n<!-- END b -->\n")
+
+
+def test_write_goes_to_the_studies_run_log_not_the_report():
+    """The report is edited by hand (tests/test_report.py); a --write appended a generated section to it."""
+    assert common.RUN_LOG == os.path.join(common.REPO, "docs", "studies", "benchmark_runs.md")
+    with open(common.RUN_LOG, encoding="utf-8") as f:
+        assert f.read().startswith("# Benchmark runs\n")
+
+
+def _git(repo, *args):
+    import subprocess  # pylint: disable=import-outside-toplevel
+
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com",
+                           "-c", "commit.gpgsign=false", *args], check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture(name="checkout")
+def _checkout(tmp_path, monkeypatch):
+    """A tiny git checkout standing in for the repository: code, a results file, a study, all committed."""
+    repo = tmp_path / "repo"
+    for name, text in {"t2t_relpos/layer.py": "x = 1\n", "hparams/sets.gin": "a = 1\n",
+                       "benchmarks/results/b.json": "{}\n", "benchmarks/README.md": "# B\n",
+                       "docs/studies/benchmark_runs.md": "# Benchmark runs\n"}.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "first")
+    monkeypatch.setattr(common, "REPO", str(repo))
+    monkeypatch.setattr(common, "RUN_LOG", str(repo / "docs" / "studies" / "benchmark_runs.md"))
+    monkeypatch.setattr(common, "RESULTS", str(repo / "benchmarks" / "results"))
+    return repo
+
+
+def test_write_and_record_refuse_uncommitted_code(checkout, capsys):
+    """A figure names the commit its code ran on: once the log said "<sha> + uncommitted changes", which names none."""
+    head = _git(checkout, "rev-parse", "--short", "HEAD").strip()
+    # What the scripts write, and pages about the results, are not code.
+    (checkout / "benchmarks" / "results" / "b.json").write_text('{"rows": []}\n')
+    (checkout / "benchmarks" / "README.md").write_text("# B, edited\n")
+    (checkout / "benchmarks" / "plot.png").write_text("png")
+    assert common.code_version() == head
+    common.replace_section("a", "the table")
+    assert f"the table\n\nRan on commit {head}.\n" in (checkout / "docs" / "studies" / "benchmark_runs.md").read_text()
+    common.record("b", [{"x": 1}])
+    capsys.readouterr()
+
+    for change in (lambda: (checkout / "t2t_relpos" / "layer.py").write_text("x = 2\n"),  # Changed.
+                   lambda: (checkout / "hparams" / "new.gin").write_text("b = 2\n")):  # New, not yet added.
+        _git(checkout, "checkout", "-q", "--", "t2t_relpos")
+        for leftover in (checkout / "hparams").glob("new.gin"):
+            leftover.unlink()
+        change()
+        assert common.code_version() == head + " + uncommitted changes"
+        log, results = (checkout / "docs" / "studies" / "benchmark_runs.md").read_text(), common.read_results("b")
+        for write in (lambda: common.replace_section("a", "other"), lambda: common.record("b", [{"x": 2}]),
+                      lambda: common.refuse_uncommitted_writes(argparse.Namespace(write=True, record=False))):
+            with pytest.raises(SystemExit) as refused:
+                write()
+            err = capsys.readouterr().err
+            assert refused.value.code == 2 and err.startswith("error: --") and err.count("\n") == 1, err
+            assert "uncommitted changes (" in err and str(checkout) not in err
+        assert (checkout / "docs" / "studies" / "benchmark_runs.md").read_text() == log
+        assert common.read_results("b") == results
+    # Measuring without --write or --record, and writing outside the repository (a test's files), still run.
+    common.refuse_uncommitted_writes(argparse.Namespace(write=False, record=False))
+    outside = checkout.parent / "elsewhere.md"
+    common.replace_section("a", "t", path=str(outside))
+    assert "+ uncommitted changes" in outside.read_text()
+
+
+def test_a_script_refuses_write_before_it_measures(monkeypatch, capsys):
+    monkeypatch.setattr(common, "code_version", lambda: "abc1234 + uncommitted changes")
+    monkeypatch.setattr(common, "code_changes", lambda: ["t2t_relpos/layer.py"])
+    monkeypatch.setattr(common, "run_worker", lambda *a, **k: pytest.fail("measured before refusing"))
+    with pytest.raises(SystemExit) as refused:
+        attention.main(["--lengths", "16", "--write"])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err == (
+        "error: --write refused: the code has uncommitted changes (t2t_relpos/layer.py); commit them first, so that "
+        "docs/studies/benchmark_runs.md names the commit its figures ran on (without --write a run measures and "
+        "prints only)\n")
+
+
+def test_the_command_line_shows_paths_inside_the_repository_relative_to_it(monkeypatch):
+    monkeypatch.setattr(common.sys, "executable", os.path.join(common.REPO, ".venv", "bin", "python"))
+    inside = os.path.join(common.REPO, "data")
+    monkeypatch.setattr(common.sys, "argv", [os.path.join(common.REPO, "benchmarks", "babi.py"), "train",
+                                             "--work_dir", os.path.join(common.REPO, "benchmarks", "runs", "b"),
+                                             f"--data_dir={inside}", "--out", "/elsewhere/x"])
+    assert common.command_line() == (".venv/bin/python benchmarks/babi.py train --work_dir benchmarks/runs/b "
+                                     "--data_dir=data --out /elsewhere/x")
+    assert common.shown_path("runs/x") == "runs/x"
 
 
 _STOPPED_SCRIPT = '''

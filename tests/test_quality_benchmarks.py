@@ -429,6 +429,7 @@ def test_length_generalisation_writes_the_section_it_is_given(tmp_path, monkeypa
     """A report of other pairs once replaced the main table: --section and --title give it a section of its own."""
     written = []
     monkeypatch.setattr(length_generalisation.common, "replace_section", lambda *a, **k: written.append(a))
+    monkeypatch.setattr(length_generalisation.common, "RUN_LOG", str(tmp_path / "benchmark_runs.md"))  # Any code.
     length_generalisation.main(["--tasks", "identity", "--models", "transformer", "--work_dir", str(tmp_path),
                                 "--report_only", "--write", "--section", "length_generalisation_sinusoid",
                                 "--title", "Copy with sinusoids"])
