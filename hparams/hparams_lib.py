@@ -295,8 +295,10 @@ def gin_bindings(files=(), bindings=()):
             a syntax error, a bracket or string never closed, an `import` that fails, an undefined `%MACRO`.
     """
     for path in files:
-        if not os.path.isfile(path):
-            raise errors.HParamsError(f"gin file {path} does not exist")
+        if not os.path.isfile(path):  # Not "does not exist" for a directory or a pipe: say what it is.
+            from t2t_relpos import files as paths  # pylint: disable=import-outside-toplevel
+
+            raise errors.HParamsError(f"gin file {path} {paths.not_a_file(path)}")
     with _isolated_gin():
         current = None  # The --gin_file being parsed (None: the --gin_param bindings).
         try:

@@ -28,7 +28,7 @@ For several corpora, use one data_dir each, or register named subclasses (each r
 
 import os
 
-from t2t_relpos import errors, registry
+from t2t_relpos import errors, files, registry
 from t2t_relpos.data import parallel_text
 from t2t_relpos.problems import translate
 
@@ -83,9 +83,10 @@ class TranslateLocal(translate.TranslateProblem):
             raise errors.DataError(f"{where}: {name!r} must be a TSV path or a [source, target] pair of paths, "
                                    f"got {value!r}")
         paths = [os.path.join(tmp_dir, os.path.expanduser(p)) for p in paths]
-        absent = [p for p in paths if not os.path.isfile(p)]
-        if absent:
-            raise errors.DataError(f"{where} names {name} files that do not exist: {', '.join(absent)}")
+        for path in paths:
+            reason = files.not_a_file(path)
+            if reason:
+                raise errors.DataError(f"{where} names a {name} file that {reason}: {path}")
         return _source(paths)
 
     @staticmethod
@@ -93,8 +94,12 @@ class TranslateLocal(translate.TranslateProblem):
         """The files `<name>.src` + `<name>.tgt` or `<name>.tsv` (each possibly .gz), or None."""
 
         def find(suffix):
-            found = [p for p in (os.path.join(tmp_dir, f"{name}.{suffix}{gz}") for gz in ("", ".gz"))
-                     if os.path.isfile(p)]
+            names = [os.path.join(tmp_dir, f"{name}.{suffix}{gz}") for gz in ("", ".gz")]
+            for path in names:  # There, but not a file: not to be reported missing.
+                reason = files.not_a_file(path) if os.path.lexists(path) else None
+                if reason:
+                    raise errors.DataError(f"{path} {reason}; datagen reads the raw data from regular files")
+            found = [p for p in names if os.path.isfile(p)]
             if len(found) > 1:
                 raise errors.DataError(f"both {found[0]} and {found[1]} exist; keep one")
             return found[0] if found else None

@@ -211,8 +211,6 @@ def check_writable_directory(path, flag):
         # Written to, not only made: a disk already full still takes an empty file, and nothing more.
         with open(probe, "w", encoding="utf-8") as f:
             f.write("write check\n")
-            f.flush()
-            os.fsync(f.fileno())
     except OSError as e:
         raise errors.T2TRelposError(f"cannot write in {flag}={path}: "
                                     f"{_STORAGE_ERRNOS.get(e.errno, e.strerror or str(e))}") from None

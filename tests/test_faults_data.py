@@ -298,6 +298,29 @@ def test_unreadable_raw_files_are_one_line(tmp_path, monkeypatch):
     assert_one_line(datagen(tmp_path / "data", raw), f"cannot read {raw / 'train.tgt'}: Permission denied")
 
 
+def test_raw_files_that_are_directories_or_pipes_say_so(tmp_path):
+    """Before, a `train.src` that is a directory or a FIFO was "missing": "train.tgt has no partner: train.src is
+    missing", as if there were nothing there."""
+    from t2t_relpos.data import parallel_text  # pylint: disable=import-outside-toplevel
+
+    raw = tmp_path / "raw"
+    make_raw(raw)
+    problem = registry.problem(NAME)
+    os.remove(raw / "train.src")
+    (raw / "train.src").mkdir()
+    with pytest.raises(errors.DataError, match=f"^{raw / 'train.src'} is a directory, not a file; datagen reads"):
+        problem.raw_sources(str(raw), ["train"], SETTINGS)
+    with pytest.raises(errors.DataError, match=f"^{raw / 'train.src'} is a directory, not a file$"):
+        next(parallel_text.read_lines(str(raw / "train.src")))
+    os.rmdir(raw / "train.src")
+    os.mkfifo(raw / "train.src")
+    with pytest.raises(errors.DataError, match="train.src is not a regular file .a named pipe"):
+        problem.raw_sources(str(raw), ["train"], SETTINGS)
+    with pytest.raises(errors.DataError, match="names a train file that is not a regular file .a named pipe, a device "
+                                               "or a socket.: .*train.src"):
+        problem.raw_sources(str(raw), ["train"], {**SETTINGS, "train": ["train.src", "train.tgt"]})
+
+
 # -- case 11: malformed bAbI files -------------------------------------------------------------------------------
 def write_babi(root):
     """qa1 .. qa20, train and test, of one story each (qa1 gzipped), in root/en."""

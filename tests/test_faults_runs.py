@@ -375,3 +375,116 @@ def test_a_remote_export_is_written_in_place(tmp_path, monkeypatch):
             f.write("model")
     assert where == "ram://run/export/7" and tf.io.gfile.exists("ram://run/export/7/saved_model.pb")
     assert not os.listdir(tmp_path)
+
+
+# -- a checkpoint not named ckpt-<step> --------------------------------------------------------------------------
+def test_a_checkpoint_named_otherwise_is_numbered_by_its_step_or_refused_before_the_work(run, tmp_path, monkeypatch):
+    """`keep/best`, a training checkpoint put aside, has its step stored; an average put aside has none. Before,
+    a ValueError from `step_of`, for averaging only after the averaging was done."""
+    from t2t_relpos.training import averaging  # pylint: disable=import-outside-toplevel
+
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    for name in os.listdir(run["dir"]):
+        if name.startswith("ckpt-3."):
+            shutil.copy(run["dir"] / name, keep / name.replace("ckpt-3", "best"))
+    assert checkpoints.step_of(str(keep / "best")) == 3
+    averaged = tool("t2t-relpos-avg-checkpoints", run, f"--checkpoints={run['dir']}/ckpt-2,{keep}/best",
+                    f"--averaged_dir={tmp_path / 'avg'}")
+    assert averaged.returncode == 0 and (tmp_path / "avg" / "ckpt-3.index").exists(), averaged.stderr
+
+    for name in os.listdir(tmp_path / "avg"):  # Weights only: no step in it.
+        if name.startswith("ckpt-3."):
+            shutil.copy(tmp_path / "avg" / name, keep / name.replace("ckpt-3", "average"))
+    monkeypatch.setattr(averaging, "average", lambda *args: pytest.fail("averaged before refusing"))
+    refusal = (f"checkpoint {keep}/average is not named ckpt-<step> and holds no step of its own (a model's weights "
+               "only, as an average has): rename its files average.* to ckpt-<step>.*")
+    one_line_error(tool("t2t-relpos-avg-checkpoints", run, f"--checkpoints={run['dir']}/ckpt-2,{keep}/average",
+                        f"--averaged_dir={tmp_path / 'avg2'}"), refusal)
+    one_line_error(tool("t2t-relpos-export", run, f"--checkpoint_path={keep}/average",
+                        f"--export_dir={tmp_path / 'export'}"), refusal)
+    assert not (tmp_path / "avg2").exists() and not (tmp_path / "export").exists()
+
+
+# -- names that are not what they are taken for --------------------------------------------------------------------
+def test_a_checkpoint_path_or_gin_file_naming_a_directory_says_so(run, tmp_path):
+    """Before: "checkpoint runs/x does not exist", "gin file conf does not exist"."""
+    from t2t_relpos.hparams import hparams_lib  # pylint: disable=import-outside-toplevel
+
+    one_line_error(tool("t2t-relpos-export", run, f"--checkpoint_path={run['dir']}"),
+                   f"checkpoint {run['dir']} is a directory, a run's: a checkpoint is named by the prefix of its "
+                   f"files, e.g. {run['dir']}/ckpt-3 (its newest); or give the run as --output_dir={run['dir']}")
+    one_line_error(tool("t2t-relpos-decoder", run, "--decode_from_file=-", f"--checkpoint_path={tmp_path}",
+                        stdin="0123\n"), f"checkpoint {tmp_path} is a directory, not a checkpoint")
+    with pytest.raises(errors.HParamsError, match=f"gin file {tmp_path} is a directory, not a file$"):
+        hparams_lib.gin_bindings([str(tmp_path)])
+    os.mkfifo(tmp_path / "pipe.gin")
+    with pytest.raises(errors.HParamsError, match="pipe.gin is not a regular file"):
+        hparams_lib.gin_bindings([str(tmp_path / "pipe.gin")])
+
+
+def test_averaging_refuses_a_blank_checkpoint_name(run, tmp_path):
+    """`--checkpoints=,` or a trailing comma: before, "checkpoint  is named twice" (or the blank name read as no
+    name: the run's newest)."""
+    for names in (",", f"{run['dir']}/ckpt-2,{run['dir']}/ckpt-3,"):
+        one_line_error(tool("t2t-relpos-avg-checkpoints", run, f"--checkpoints={names}",
+                            f"--averaged_dir={tmp_path / 'avg'}"),
+                       "has a blank name (a comma too many?); name each checkpoint once, separated by single commas")
+    assert not (tmp_path / "avg").exists()
+
+
+# -- checkpoints deleted under a reader by a running trainer ---------------------------------------------------------
+def trainer_saves(directory, keep):
+    """What a trainer with `--keep_checkpoint_max=keep` does in `directory` as it saves its next step: the new
+    checkpoint (here a copy of the newest), the index listing the newest `keep`, the older ones' files deleted."""
+    paths = checkpoints.listed(str(directory))
+    step = checkpoints.step_of(paths[-1]) + 1
+    for name in os.listdir(directory):
+        if name.startswith(os.path.basename(paths[-1]) + "."):
+            shutil.copy(directory / name, directory / name.replace(os.path.basename(paths[-1]), f"ckpt-{step}"))
+    kept = [*paths, os.path.join(str(directory), f"ckpt-{step}")][-keep:]
+    checkpoints.write_index(str(directory), checkpoints._state([os.path.basename(p) for p in kept],  # pylint: disable=protected-access
+                                                                [0.0] * len(kept)))
+    for path in paths:
+        if path not in kept:
+            for name in os.listdir(directory):
+                if name.startswith(os.path.basename(path) + "."):
+                    os.remove(directory / name)
+
+
+def deleting_under(monkeypatch, directory, keep, when):
+    """Each `checkpoints.restore_model` of a checkpoint `when(path)` picks is preceded by a trainer's save."""
+    real = checkpoints.restore_model
+
+    def restore_model(model, path):
+        if when(path):
+            trainer_saves(directory, keep)
+        return real(model, path)
+
+    monkeypatch.setattr(checkpoints, "restore_model", restore_model)
+
+
+def test_a_newest_checkpoint_deleted_under_a_reader_is_read_again_or_said_to_be(run, tmp_path, monkeypatch):
+    """A decoder or export (`runs.load`) and averaging started while a trainer with --keep_checkpoint_max=1 (2)
+    saves: before, "checkpoint .../ckpt-3 does not exist (a checkpoint is named by ...)", blaming the user."""
+    from t2t_relpos.training import runs  # pylint: disable=import-outside-toplevel
+
+    copy = copy_run(run, tmp_path / "copy")
+    calls = []
+    deleting_under(monkeypatch, copy, 1, lambda path: not calls and not calls.append(path))  # Once.
+    with usr_problem(run):
+        assert runs.load(str(copy), data_dir=run["data"])[3] == f"{copy}/ckpt-4"
+        deleting_under(monkeypatch, copy, 1, lambda path: True)  # At every attempt: a trainer saving fast.
+        with pytest.raises(checkpoints.DeletedWhileReadError) as caught:
+            runs.load(str(copy), data_dir=run["data"])
+    assert str(caught.value) == (f"checkpoint {copy}/ckpt-6 was deleted while being read (3 times, each the newest "
+                                 "in turn), probably by a trainer still running there (it deletes its oldest "
+                                 "checkpoint as it saves one, keeping --keep_checkpoint_max); rerun, or copy the "
+                                 "checkpoint aside and name the copy")
+
+    monkeypatch.undo()
+    copy = copy_run(run, tmp_path / "again")  # ckpt-2, ckpt-3: ckpt-2 goes as ckpt-4 is saved.
+    deleting_under(monkeypatch, copy, 2, lambda path: path.endswith("ckpt-2") and not calls.append(path))
+    averaged = tool("t2t-relpos-avg-checkpoints", run, "--num_last=2", directory=copy)
+    assert averaged.returncode == 0, averaged.stderr
+    assert "Averaged 2 checkpoints (ckpt-3 .. ckpt-4)" in averaged.stdout

@@ -20,7 +20,9 @@ def define_flags():
     flags.DEFINE_string("output_dir", None, "The trainer's --output_dir.")
     flags.DEFINE_integer("num_last", None, "Average the newest N checkpoints (default: the run's "
                          "num_averaged_checkpoints, e.g. 20 for the big sets).", lower_bound=1)
-    flags.DEFINE_list("checkpoints", [], "Explicit checkpoint paths to average instead.")
+    flags.DEFINE_list("checkpoints", [], "Explicit checkpoint paths to average instead, separated by commas (a blank "
+                      "name, as from a trailing comma, is refused). A name other than ckpt-<step> is numbered by the "
+                      "step stored in it.")
     flags.DEFINE_string("averaged_dir", None, "Where the result goes (default: <output_dir>/averaged).")
     flags.DEFINE_string("data_dir", None, "The problem's data directory (vocabularies), if it has one.")
     common.define_usr_dir_flag()
@@ -31,20 +33,28 @@ def main(argv):  # pylint: disable=unused-argument
     # pylint: disable=import-outside-toplevel
     from t2t_relpos import errors
     from t2t_relpos.hparams import stored
-    from t2t_relpos.training import averaging, runs
+    from t2t_relpos.training import averaging, checkpoints, runs
 
     common.import_usr_dir()
     if not FLAGS.output_dir:
         raise errors.T2TRelposError("--output_dir is required")
     num_last = FLAGS.num_last or runs.load_hparams(FLAGS.output_dir).num_averaged_checkpoints
-    paths = FLAGS.checkpoints or averaging.last_checkpoints(FLAGS.output_dir, num_last)
+    named = FLAGS.checkpoints
+    if named:
+        averaging.check_named(named)
+    paths = named or averaging.last_checkpoints(FLAGS.output_dir, num_last)
     target = FLAGS.averaged_dir or os.path.join(FLAGS.output_dir, "averaged")
     averaging.check_target(FLAGS.output_dir, target)  # Before the work, which the target would refuse.
+    checkpoints.step_of(paths[-1])  # The average's number: one it cannot have is refused before the work too.
     for path in paths:  # A checkpoint of another run's vocabulary would be averaged into garbage without a word.
         runs.check_checkpoint_vocabulary(FLAGS.output_dir, path)
     earlier = (stored.load_record(target) or {}).get("averaged_checkpoints")
-    model, _, _, _ = runs.load(FLAGS.output_dir, paths[-1], FLAGS.data_dir)
-    averaging.average(model, paths)
+    # The newest, where none are named: picked again (as the averaged ones are) if a running trainer deletes them.
+    model, _, _, _ = runs.load(FLAGS.output_dir, paths[-1] if named else None, FLAGS.data_dir)
+    if named:
+        averaging.average(model, paths)
+    else:
+        paths = averaging.average_last(model, FLAGS.output_dir, num_last)
     saved = averaging.write_averaged(model, FLAGS.output_dir, paths, target)
     replaced = f", replacing the average of {', '.join(earlier)}" if earlier else ""
     print(f"Averaged {len(paths)} checkpoints ({os.path.basename(paths[0])} .. {os.path.basename(paths[-1])}) "

@@ -9,19 +9,19 @@ gzip file, a file that cannot be read) is a `DataError` that names the file and 
 
 import contextlib
 import gzip
-import os
 import re
 import zlib
 
-from t2t_relpos import errors
+from t2t_relpos import errors, files
 
 _SEGMENT = re.compile(r"<seg[^>]*>(.*)</seg>")
 
 
 def open_binary(path):
     """`path` opened for reading bytes, decompressed if its name ends in ".gz"."""
-    if not os.path.isfile(path):
-        raise errors.DataError(f"{path} does not exist")
+    reason = files.not_a_file(path)
+    if reason:
+        raise errors.DataError(f"{path} {reason}")
     try:
         # pylint: disable-next=consider-using-with
         return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")

@@ -34,14 +34,47 @@ def last_checkpoints(output_dir, num_last):
     return paths[-num_last:]
 
 
-def average(model, paths):
-    """Sets `model`'s weights to the mean of its weights in `paths` (accumulated in float64)."""
+def check_named(paths):
+    """Raises unless `paths` name checkpoints once each: no blank name (`--checkpoints=a,b,` or `,`: a comma too
+    many), none twice (it would weigh twice in the mean)."""
     if not paths:
         raise errors.T2TRelposError("no checkpoints to average")
+    if any(not p.strip() for p in paths):
+        raise errors.T2TRelposError(f"--checkpoints={','.join(paths)} has a blank name (a comma too many?); name "
+                                    "each checkpoint once, separated by single commas")
     counts = collections.Counter(os.path.realpath(p) for p in paths)
     twice = [p for p in paths if counts[os.path.realpath(p)] > 1]
-    if twice:  # Counted twice, it would weigh twice in the mean.
+    if twice:
         raise errors.T2TRelposError(f"checkpoint {twice[0]} is named twice; each checkpoint counts once")
+
+
+def average_last(model, output_dir, num_last):
+    """Sets `model`'s weights to the mean of the newest `num_last` checkpoints of the run in `output_dir`;
+    returns their paths.
+
+    A trainer still running there deletes its oldest checkpoint as it saves one (`--keep_checkpoint_max`): where
+    one of those picked is deleted before or while it is read, the newest `num_last` are picked again, up to
+    `checkpoints.ATTEMPTS` times.
+    """
+    gone = []
+    for _ in range(checkpoints.ATTEMPTS):
+        paths = last_checkpoints(output_dir, num_last)
+        try:
+            average(model, paths)
+            return paths
+        except errors.T2TRelposError:
+            gone = [p for p in paths if checkpoints.vanished(p, output_dir)]
+            if not gone:
+                raise
+            logging.warning("checkpoint %s was deleted while being read; averaging the newest %d again", gone[0],
+                            num_last)
+    raise checkpoints.DeletedWhileReadError(gone[0], f" ({checkpoints.ATTEMPTS} times, each among the newest in "
+                                                     "turn)")
+
+
+def average(model, paths):
+    """Sets `model`'s weights to the mean of its weights in `paths` (accumulated in float64)."""
+    check_named(paths)
     totals = None
     for path in paths:
         checkpoints.restore_model(model, path)

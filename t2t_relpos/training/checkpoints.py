@@ -366,9 +366,59 @@ def write_index(directory, state):
         f.write(text)
 
 
+# Where a training checkpoint keeps its step: the optimizer's counter (under `inner_optimizer/` with loss scaling).
+_STEP_KEY = "/_iterations/.ATTRIBUTES/VARIABLE_VALUE"
+
+
 def step_of(path):
-    """The step number in a checkpoint path `.../ckpt-1200`."""
-    return int(path.rsplit("-", 1)[-1])
+    """The step of the checkpoint `path`: the number its name ends in (`.../ckpt-1200`), or, for one named
+    otherwise (`keep/best`, a copy put aside), the optimizer's step stored in it.
+
+    Raises:
+        T2TRelposError: `path` is named otherwise and holds no step (a model's weights only, as an average), or
+            is not a checkpoint (see `check_exists`).
+    """
+    number = re.search(r"-(\d+)$", os.path.basename(path))
+    if number:
+        return int(number.group(1))
+    check_exists(path)
+    try:
+        reader = tf.train.load_checkpoint(tf_path(path))
+        keys = sorted((k for k in reader.get_variable_to_shape_map()
+                       if k.startswith("optimizer/") and k.endswith(_STEP_KEY)), key=len)
+        if keys:
+            return int(reader.get_tensor(keys[0]))
+    except UNREADABLE as e:
+        raise UnreadableCheckpointError(path, e) from None
+    raise errors.T2TRelposError(f"checkpoint {path} is not named {CHECKPOINT_NAME}-<step> and holds no step of its "
+                                "own (a model's weights only, as an average has): rename its files "
+                                f"{os.path.basename(path)}.* to {CHECKPOINT_NAME}-<step>.*")
+
+
+def check_exists(path):
+    """Raises a one-line `T2TRelposError` unless `path` names a checkpoint (the prefix of its files): one that
+    names a directory says so, and for a run's directory names its newest checkpoint."""
+    if tf.io.gfile.isdir(path):
+        newest = latest_checkpoint(path)
+        if newest:
+            raise errors.T2TRelposError(f"checkpoint {path} is a directory, a run's: a checkpoint is named by the "
+                                        f"prefix of its files, e.g. {newest} (its newest); or give the run as "
+                                        f"--output_dir={path}")
+        raise errors.T2TRelposError(f"checkpoint {path} is a directory, not a checkpoint (a checkpoint is named by "
+                                    "the prefix of its files, e.g. runs/x/ckpt-1000)")
+    if not tf.io.gfile.exists(path + ".index"):
+        raise errors.T2TRelposError(f"checkpoint {path} does not exist (a checkpoint is named by the prefix of "
+                                    "its files, e.g. runs/x/ckpt-1000)")
+
+
+class DeletedWhileReadError(errors.T2TRelposError):
+    """A checkpoint that was there when it was chosen and is not any more: deleted while being read."""
+
+    def __init__(self, path, why=""):
+        super().__init__(f"checkpoint {path} was deleted while being read{why}, probably by a trainer still running "
+                         "there (it deletes its oldest checkpoint as it saves one, keeping --keep_checkpoint_max); "
+                         "rerun, or copy the checkpoint aside and name the copy")
+        self.path = path
 
 
 def restore_model(model, path):
@@ -377,13 +427,56 @@ def restore_model(model, path):
     Raises:
         T2TRelposError: `path` does not exist or was written for another model.
         UnreadableCheckpointError: its files are truncated or corrupt.
+        DeletedWhileReadError: its files went while they were read (a running trainer deleting old ones).
     """
-    if tf.io.gfile.isdir(path) or not tf.io.gfile.exists(path + ".index"):
-        raise errors.T2TRelposError(f"checkpoint {path} does not exist (a checkpoint is named by the prefix of "
-                                    "its files, e.g. runs/x/ckpt-1000)")
-    _restore(lambda: tf.train.Checkpoint(model=model).restore(tf_path(path)).expect_partial()
-             .assert_existing_objects_matched(), path)
-    _check_no_extra_weights(model, path)
+    check_exists(path)
+    try:
+        _restore(lambda: tf.train.Checkpoint(model=model).restore(tf_path(path)).expect_partial()
+                 .assert_existing_objects_matched(), path)
+        _check_no_extra_weights(model, path)
+    except errors.T2TRelposError:
+        if not tf.io.gfile.exists(path + ".index"):
+            raise DeletedWhileReadError(path) from None
+        raise
+
+
+# Times a reader picks the newest checkpoint again when the one it picked is deleted under it.
+ATTEMPTS = 3
+
+
+def vanished(path, directory=None):
+    """Whether the checkpoint `path` of the run in `directory` (default: its own) is gone, or going: its files
+    removed, or no longer listed (a trainer unlists a checkpoint in the index before it deletes its files)."""
+    if not tf.io.gfile.exists(path + ".index"):
+        return True
+    return os.path.basename(path) not in {os.path.basename(p) for p in listed(directory or os.path.dirname(path))}
+
+
+def restore_newest(model, directory):
+    """Restores the newest checkpoint of the run in `directory` into `model`; returns its path, or None where the
+    run has none.
+
+    A trainer still running there deletes its oldest checkpoint each time it saves one (`--keep_checkpoint_max`;
+    with 1, the newest goes as soon as a newer one is written): one picked as the newest and deleted before or
+    while it is read is replaced by the newest again, up to `ATTEMPTS` times.
+
+    Raises:
+        DeletedWhileReadError: the newest was deleted under the reader every time.
+        T2TRelposError: as `restore_model`.
+    """
+    path = None
+    for _ in range(ATTEMPTS):
+        path = latest_checkpoint(directory)
+        if path is None:
+            return None
+        try:
+            restore_model(model, path)
+            return path
+        except errors.T2TRelposError:
+            if not vanished(path, directory):
+                raise
+            logging.warning("checkpoint %s was deleted while being read; reading the newest again", path)
+    raise DeletedWhileReadError(path, f" ({ATTEMPTS} times, each the newest in turn)")
 
 
 def _restore(restore, path):

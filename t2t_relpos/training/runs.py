@@ -44,12 +44,19 @@ def load(output_dir, checkpoint_path=None, data_dir=None):
     path = checkpoint_path or checkpoints.latest_checkpoint(output_dir)
     if not path:
         raise errors.T2TRelposError(f"no checkpoint in {output_dir}; train first or pass --checkpoint_path")
+    if checkpoint_path:
+        checkpoints.check_exists(checkpoint_path)  # Before the model is built.
     check_checkpoint_vocabulary(output_dir, path)
     problem = _registered(registry.problem, problem_name, record)
     _registered(registry.model, model_name or hparams.model, record)
     stored.check_vocabulary(output_dir, problem.vocabulary(data_dir), data_dir)
     model = trainer.build_model(hparams, problem, data_dir, model_name)
-    checkpoints.restore_model(model, path)
+    if checkpoint_path:
+        checkpoints.restore_model(model, path)
+    else:  # The newest, picked again if a running trainer deletes it under us.
+        path = checkpoints.restore_newest(model, output_dir)
+        if not path:
+            raise errors.T2TRelposError(f"no checkpoint in {output_dir}; train first or pass --checkpoint_path")
     return model, problem, hparams, os.path.abspath(path)
 
 
