@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` (the main job, no download) and `make test`.
-# Each creates .venv with the package installed if it is missing (needs only python3.11, pip, git, make): the
+# Each creates .venv with the package installed if it is missing (needs only Python 3.10-3.13, pip, git, make): the
 # package alone for `make demo`, with its test extras (JAX, CTranslate2, pytest, ruff, Sphinx) for `make test`.
 
 PYTHON ?= python3
