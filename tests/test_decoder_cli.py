@@ -1,6 +1,7 @@
 """A tiny trained run, decoded through the decoder CLI, averaged, and exported as a SavedModel."""
 
 import contextlib
+import io
 import json
 import os
 import pathlib
@@ -312,6 +313,27 @@ def test_interactive_decoding_prints_only_outputs_on_stdout(run_dir):
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.split("\n")) == 3 and set(result.stdout) <= set("0123456789\n"), result.stdout
     assert result.stderr.count("> ") == 3, result.stderr
+
+
+class Reverser:
+    """A translator that reverses its input: the interactive loop without a model."""
+
+    def translate(self, texts, return_beams=False):
+        assert return_beams
+        return [[(text[::-1], 0.0)] for text in texts]
+
+
+def test_interactive_decoding_skips_a_line_that_is_not_utf8_and_goes_on(monkeypatch, capsys):
+    """It was a UnicodeDecodeError traceback from input(); a bad line of a file stops the decoder before it
+    decodes, but one typed is skipped, as a line the model refuses is, and the lines after it are decoded."""
+    from t2t_relpos.cli import decode_io  # pylint: disable=import-outside-toplevel
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"12\nab\xffc\n34\r\n\n56\n"), encoding="utf-8"))
+    assert decode_io.interactive(Reverser()) == 0
+    out, err = capsys.readouterr()
+    assert out == "21\n43\n"
+    assert "error: the line is not valid UTF-8 (byte 0xff at column 3); skipped\n" in err
+    assert "Traceback" not in err and err.count("error") == 1, err
 
 
 @contextlib.contextmanager

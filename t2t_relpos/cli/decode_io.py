@@ -216,9 +216,13 @@ def interactive(translator, return_beams=False):
             sys.stderr.write("> ")
             sys.stderr.flush()
         try:
-            line = input("> " if prompt_here else "")
+            line = _typed_line("> " if prompt_here else "")
         except EOFError:
             break
+        except UnicodeDecodeError as e:  # As a bad line of a file, but skipped: the next one may be fine.
+            print(f"error: the line is not valid UTF-8 (byte {e.object[e.start]:#04x} at column {e.start + 1}); "
+                  "skipped", file=sys.stderr)
+            continue
         if not line.strip():
             break
         try:
@@ -229,6 +233,23 @@ def interactive(translator, return_beams=False):
         for text, score in (hypotheses if return_beams else hypotheses[:1]):
             print(f"{text}\t{score:.4f}" if return_beams else text, flush=True)
     return 0
+
+
+def _typed_line(prompt):
+    """The next line of stdin, decoded as UTF-8 (raises UnicodeDecodeError for that line alone, EOFError at the
+    end). On a terminal, `input()` (line editing; the terminal gives a line at a time); from a pipe or a file,
+    the line's bytes, so that a line that is not UTF-8 takes no later line with it (a text stream decodes a
+    block of lines at once, and one bad byte lost them all)."""
+    raw_stdin = getattr(sys.stdin, "buffer", None)
+    if raw_stdin is None or sys.stdin.isatty():
+        return input(prompt)
+    if prompt:
+        sys.stdout.write(prompt)
+        sys.stdout.flush()
+    raw = raw_stdin.readline()
+    if not raw:
+        raise EOFError
+    return raw.rstrip(b"\n").rstrip(b"\r").decode("utf-8")
 
 
 class _Progress:
