@@ -488,3 +488,16 @@ def test_a_newest_checkpoint_deleted_under_a_reader_is_read_again_or_said_to_be(
     averaged = tool("t2t-relpos-avg-checkpoints", run, "--num_last=2", directory=copy)
     assert averaged.returncode == 0, averaged.stderr
     assert "Averaged 2 checkpoints (ckpt-3 .. ckpt-4)" in averaged.stdout
+
+
+# -- the decoder's output file -----------------------------------------------------------------------------------
+def test_a_decode_to_file_keeps_its_mode_and_may_have_the_longest_name(run, tmp_path):
+    """Before, the output replaced by a renamed temporary became mode 644 (from 600), and a valid 250-byte name
+    was "File name too long": its temporary name `.<name>.partial-<pid>` was longer."""
+    out = tmp_path / ("o" * 246 + ".txt")
+    out.write_text("earlier\n")
+    os.chmod(out, 0o600)
+    result = tool("t2t-relpos-decoder", run, "--decode_from_file=-", f"--decode_to_file={out}", stdin="0123\n")
+    assert result.returncode == 0, result.stderr
+    assert out.read_text() != "earlier\n" and oct(os.stat(out).st_mode & 0o777) == oct(0o600)
+    assert os.listdir(tmp_path) == [out.name]
