@@ -93,3 +93,44 @@ def test_bucket_padding_leaves_an_example_past_max_length_at_its_own_length():
     assert len(batches) == 2 and (1, 10) in shapes, shapes
     long = next(b for b in batches if b["inputs"].shape[1] == 10)
     np.testing.assert_array_equal(long["inputs"].numpy()[0], [3, 4, 5, 6, 7, 8, 9, 10, 11, 1])
+
+
+# -- a model too large to make ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("make", [
+    lambda: Transformer(13, 13, **{**SMALL, "num_encoder_layers": 2}),
+    lambda: Transformer(13, 20, **{**SMALL, "shared_embedding_and_softmax_weights": False, "norm_position": "pre",
+                                   "heads_share_relative_embeddings": True, "position_encoding": "both"}),
+    lambda: UniversalTransformer(13, 13, num_rec_steps=2, recurrence_type="act", act_max_steps=2, **SMALL),
+    lambda: TransformerEncoderClassifier(20, 6, **{k: v for k, v in SMALL.items() if k != "num_decoder_layers"}),
+], ids=["transformer", "untied_pre_norm", "universal_act", "classifier"])
+def test_the_size_counted_before_building_is_the_built_models(make):
+    model = make()
+    counted = sum(model.parameter_counts().values())
+    model.build()
+    assert counted == model.count_params()
+
+
+@pytest.mark.parametrize("override, part", [
+    ({"hidden_size": 2 ** 36, "num_heads": 4}, "the attention projections"),
+    ({"hidden_size": 512, "num_heads": 8, "max_relative_position": 2 ** 31}, "the relative-position tables"),
+])
+def test_a_model_too_large_for_the_memory_is_refused_before_any_weight_is_made(override, part, monkeypatch):
+    """It was an out-of-memory traceback from TensorFlow (after minutes of swapping, where it could be)."""
+    model = Transformer(13, 13, **{**SMALL, **override})
+    made = []
+    monkeypatch.setattr(keras.layers.Layer, "add_weight", lambda *args, **kwargs: made.append(args))
+    with pytest.raises(errors.HParamsError, match=r"the model is too large to make: [0-9.e+]+ parameters, whose "
+                       r"float32 weights alone need [0-9.]+ [TPEZY]iB .* more than this machine's [0-9.]+ [MGT]iB "
+                       rf"of memory \({part} are 100% of it\): check hidden_size"):
+        model.build()
+    assert not made
+
+
+def test_the_trainer_refuses_a_model_too_large_in_one_line(tmp_path):
+    from test_cli import assert_usage_error, call_tool  # pylint: disable=import-outside-toplevel
+
+    result = call_tool("t2t-relpos-trainer", "--problem=algorithmic_reverse_decimal40",
+                       "--hparams_set=transformer_tiny_rel", f"--hparams=hidden_size={2 ** 36},filter_size=8",
+                       f"--output_dir={tmp_path / 'run'}", "--train_steps=1")
+    assert_usage_error(result, "t2t-relpos-trainer: error: the model is too large to make")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

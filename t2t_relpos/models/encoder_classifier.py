@@ -18,6 +18,7 @@ from t2t_relpos.layers.act import ponder_cost
 from t2t_relpos.layers.embedding import TokenEmbedding
 from t2t_relpos.layers.fact_embedding import FactEmbedding
 from t2t_relpos.layers.transformer_stack import TransformerEncoder
+from t2t_relpos.models import size
 from t2t_relpos.models.inputs import architecture_arguments, build_once, check_features, check_ids, ensure_built
 from t2t_relpos.models.transformer import PAD_ID, stack_arguments
 from t2t_relpos.models.universal_transformer import RECURRENCE_HPARAMS, RecurrentEncoderMixin
@@ -116,7 +117,15 @@ class TransformerEncoderClassifier(keras.Model):
         return cls(input_vocab_size, target_vocab_size, **architecture_arguments(hparams, cls.hparams_names()),
                    **kwargs)
 
+    def parameter_counts(self):
+        """The model's parameters by part, before any weight exists (see `Transformer.parameter_counts`)."""
+        return size.parameters({**self.architecture, **getattr(self, "recurrence", {})}, self.input_vocab_size,
+                               self.target_vocab_size, len(getattr(self.encoder, "blocks", [None])), 0,
+                               classifier=True)
+
     def build(self, features_shape=None):
+        if not self.built:
+            size.check_fits(self.parameter_counts())
         build_once(self.embedding)
         build_once(self.encoder, (None, None, self.hidden_size))
         build_once(self.classifier, (None, self.hidden_size))

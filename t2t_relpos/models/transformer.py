@@ -8,6 +8,7 @@ from t2t_relpos.layers.embedding import TokenEmbedding
 from t2t_relpos.layers.position import PositionOffset
 from t2t_relpos.layers.positionwise import at_positions
 from t2t_relpos.layers.transformer_stack import TransformerDecoder, TransformerEncoder
+from t2t_relpos.models import size
 from t2t_relpos.models.inputs import architecture_arguments, build_once, check_features, check_ids, ensure_built
 
 PAD_ID = 0
@@ -160,8 +161,20 @@ class Transformer(keras.Model):
     def hparams_names(cls):
         return ARCHITECTURE_HPARAMS
 
+    def parameter_counts(self):
+        """The model's parameters by part, counted from its architecture before any weight exists
+        (`size.parameters`: a lower bound, close to `count_params()`)."""
+        return size.parameters(
+            {**self.architecture, **getattr(self, "recurrence", {})}, self.input_vocab_size,
+            self.target_vocab_size, len(getattr(self.encoder, "blocks", [None])),
+            len(getattr(self.decoder, "blocks", [None])),
+            shared_embeddings=self.input_embedding is self.target_embedding, softmax=self.softmax is not None)
+
     def build(self, features_shape=None):
-        """Creates every weight (the shapes of the features do not matter beyond their rank)."""
+        """Creates every weight (the shapes of the features do not matter beyond their rank); a model too large
+        for the machine's memory is refused first (`size.check_fits`)."""
+        if not self.built:
+            size.check_fits(self.parameter_counts())
         width = self.hidden_size
         for layer in (self.input_embedding, self.target_embedding):
             build_once(layer)
