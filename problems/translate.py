@@ -141,13 +141,22 @@ class TranslateProblem(problem.Problem):
             if not isinstance(given, dict) or set(given) - set(known):
                 unknown = sorted(set(given) - set(known)) if isinstance(given, dict) else given
                 raise errors.DataError(f"{path}: unknown settings {unknown}; known: {', '.join(known)}")
+            from t2t_relpos.data import sentencepiece_vocab  # pylint: disable=import-outside-toplevel
+
             for name in SETTINGS:
-                lowest = 0 if name == "seed" else 1
+                # Checked here, before anything is written: SentencePiece refused it only after the shards were.
+                lowest = {"seed": 0, "vocab_size": sentencepiece_vocab.MIN_VOCAB_SIZE}.get(name, 1)
                 if name in given and (not isinstance(given[name], int) or isinstance(given[name], bool)
                                       or given[name] < lowest):
-                    raise errors.DataError(f"{path}: {name} must be an integer >= {lowest}, got {given[name]!r}")
+                    why = " (reserved ids, UNK and 256 byte pieces)" if name == "vocab_size" else ""
+                    raise errors.DataError(f"{path}: {name} must be an integer >= {lowest}{why}, got "
+                                           f"{given[name]!r}")
             values.update(given)
         return values
+
+    def check_settings(self, tmp_dir):
+        """Raises `DataError` for a settings file that cannot work (`settings`), before `prepare` writes anything."""
+        self.settings(tmp_dir)
 
     # -- files in data_dir -------------------------------------------------------------------------------
     def vocab_path(self, data_dir):
@@ -169,6 +178,8 @@ class TranslateProblem(problem.Problem):
         record = _read_json(self._record_path(data_dir))
         settings = self.settings(tmp_dir)
         chosen = {k: settings[k] for k in SETTINGS}
+        if record and tmp_dir and record["settings"] != chosen:
+            record = self._vocab_settings_changed(data_dir, record, chosen)
         if record and tmp_dir and record["settings"] != chosen:
             raise errors.DataError(f"{data_dir} was prepared for {self.name} with {record['settings']}, now asked "
                                    f"for {chosen}; use another --data_dir or delete its {self.name}* files")
@@ -207,6 +218,20 @@ class TranslateProblem(problem.Problem):
         vocab = self.feature_encoders(data_dir)["inputs"].vocab_size
         print(f"{self.name}: prepared in {data_dir}: {counts} pairs; vocabulary of {vocab} pieces",
               file=sys.stderr, flush=True)
+
+    def _vocab_settings_changed(self, data_dir, record, chosen):
+        """`record` taking `chosen`'s vocabulary settings where only those changed and no vocabulary was made yet
+        (SentencePiece refused the earlier ones, e.g. a vocab_size too small for the corpus's characters, after
+        the shards were written): the shards do not depend on them, and the refusal said to change them."""
+        vocab_settings = ("vocab_size", "vocab_sample_pairs")
+        others = [k for k in SETTINGS if k not in vocab_settings]
+        if (os.path.isfile(self.vocab_path(data_dir))
+                or any(record["settings"].get(k) != chosen[k] for k in others)):
+            return record
+        changed = {k: chosen[k] for k in vocab_settings if record["settings"].get(k) != chosen[k]}
+        print(f"{self.name}: {data_dir} has no vocabulary yet; making it with {changed} (was "
+              f"{ {k: record['settings'].get(k) for k in changed} })", file=sys.stderr, flush=True)
+        return {**record, "settings": {**record["settings"], **changed}}
 
     def _present_sources(self, tmp_dir, settings):
         """The raw sources `tmp_dir` has now, found without downloading; none where it has no raw data."""

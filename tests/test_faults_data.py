@@ -387,3 +387,35 @@ def test_a_corpus_of_lines_too_long_for_sentencepiece_is_not_told_to_set_vocab_s
                             "4192 bytes")
     assert "vocab_size" not in result.stderr
 
+
+
+# -- a vocab_size that cannot work --------------------------------------------------------------------------------
+def test_a_vocab_size_below_sentencepieces_minimum_is_refused_before_anything_is_written(tmp_path):
+    """It was refused only after the shards were written; then the vocab_size the message asked for was refused
+    as "prepared with {'vocab_size': 100}"."""
+    raw = tmp_path / "raw"
+    make_raw(raw)
+    (raw / "translate_local.json").write_text(json.dumps({**SETTINGS, "vocab_size": 100}))
+    assert_one_line(datagen(tmp_path / "data", raw), "translate_local.json: vocab_size must be an integer >= 260 "
+                                                     "(reserved ids, UNK and 256 byte pieces), got 100")
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_vocab_size_too_small_for_the_corpus_can_be_raised_as_the_refusal_says(tmp_path):
+    """SentencePiece needs a piece per character (on top of the byte pieces): that is known only once the text
+    is read, after the shards are written. Raising vocab_size then prepares the vocabulary from those shards."""
+    raw, data_dir = tmp_path / "raw", tmp_path / "data"
+    characters = [chr(0x4E00 + i) for i in range(40)]  # 40 distinct characters: more than 262 - 259 pieces.
+    make_raw(raw, [(" ".join(characters[i % 40:] + characters[:i % 40]), "".join(characters[::-1]))
+                   for i in range(60)])
+    (raw / "translate_local.json").write_text(json.dumps({**SETTINGS, "vocab_size": 262}))
+    assert_one_line(datagen(data_dir, raw), "Vocabulary size is smaller than required_chars",
+                    "set vocab_size in <tmp_dir>/translate_local.json")
+    (raw / "translate_local.json").write_text(json.dumps({**SETTINGS, "vocab_size": 400}))
+    result = datagen(data_dir, raw)
+    assert result.returncode == 0, result.stderr
+    assert "no vocabulary yet; making it with {'vocab_size': 400} (was {'vocab_size': 262})" in result.stderr
+    assert registry.problem(NAME).feature_encoders(str(data_dir))["inputs"].vocab_size > 262
+    # Other settings than the vocabulary's still may not change under prepared shards.
+    (raw / "translate_local.json").write_text(json.dumps({**SETTINGS, "vocab_size": 500, "examples_per_shard": 7}))
+    assert_one_line(datagen(data_dir, raw), "was prepared for translate_local with")

@@ -120,6 +120,9 @@ def prepare(problem, data_dir, tmp_dir):
     Where the lock cannot be made because `data_dir` cannot be written in, the problem checks what is
     prepared there without it: nobody can write there either.
     """
+    check_settings = getattr(problem, "check_settings", None)
+    if check_settings is not None:  # A setting that cannot work is refused before anything is written.
+        check_settings(tmp_dir)
     if not data_dir or "://" in data_dir:  # Nothing written (generated on the fly), or no advisory locks.
         problem.generate_data(data_dir, tmp_dir)
         return

@@ -32,6 +32,8 @@ _TRAINER_THREADS = 16
 # SentencePiece's max_sentence_length (its default): longer training sentences are left out of the vocabulary's
 # training (they are still encoded whole).
 MAX_SENTENCE_BYTES = 4192
+# The reserved ids, UNK, the 256 byte pieces and at least one piece of text.
+MIN_VOCAB_SIZE = problem.NUM_RESERVED_IDS + 1 + 256 + 1
 
 
 class SentencesTooLongError(ValueError):
@@ -56,9 +58,8 @@ def train_sentencepiece(sentences, vocab_size, seed=0, character_coverage=0.9999
         SentencesTooLongError: every sentence is longer than `MAX_SENTENCE_BYTES` in UTF-8.
         ValueError: too small a `vocab_size`, or SentencePiece could not train one so large on these sentences.
     """
-    minimum = problem.NUM_RESERVED_IDS + 1 + 256 + 1
-    if vocab_size < minimum:
-        raise ValueError(f"vocab_size must be at least {minimum} (reserved ids, UNK and 256 byte pieces), "
+    if vocab_size < MIN_VOCAB_SIZE:
+        raise ValueError(f"vocab_size must be at least {MIN_VOCAB_SIZE} (reserved ids, UNK and 256 byte pieces), "
                          f"got {vocab_size}")
     sentences = list(sentences)
     too_long = sum(1 for s in sentences if len(s.encode("utf-8")) + 1 > MAX_SENTENCE_BYTES)  # + the added space
