@@ -108,6 +108,127 @@ def _literal_blocks(app, what, name, obj, options, lines):  # pylint: disable=un
         i += 1
 
 
+_DOCS = os.path.dirname(os.path.abspath(__file__))
+_INCLUDE = re.compile(r"^(?:`{3,}|:{3,})\{include\}\s+(\S+)\s*$", re.MULTILINE)
+
+
+def _included_files(srcdir=_DOCS):
+    """{absolute path of a Markdown file outside the site that a page includes whole: that page's docname}.
+
+    `docs/benchmarks.md` is a MyST `{include}` of `benchmarks/README.md`: the report is a page of the site, and
+    links to the file from anywhere land on that page (`_site_links`)."""
+    included = {}
+    for folder, dirs, files in os.walk(srcdir):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        for name in sorted(files):
+            if not name.endswith(".md"):
+                continue
+            page = os.path.join(folder, name)
+            with open(page, encoding="utf-8") as f:
+                for target in _INCLUDE.findall(f.read()):
+                    path = os.path.normpath(os.path.join(folder, target))
+                    if path.endswith(".md") and not path.startswith(srcdir + os.sep):
+                        docname = os.path.relpath(page, srcdir)[:-3].replace(os.sep, "/")
+                        included.setdefault(path, docname)
+    return included
+
+
+_CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
+_FENCE_OPEN = re.compile(r"\s{0,3}(`{3,}|~{3,})")
+# A link's or image's destination, `[text](dest ...)` / `![alt](dest ...)`, and a reference definition's.
+_DESTINATION = re.compile(r"(!?)(\]\(\s*<?)([^\s)>]+)")
+_DEFINITION = re.compile(r"^(\s{0,3}\[[^\]]+\]:\s*<?)(\S+?)(?=>|\s|$)")
+# `## Heading <a id="old-anchor"></a>`: an anchor kept for old links, written inside a heading (the README's).
+_HEADING_ANCHOR = re.compile(r"^(\s{0,3}#{1,6}\s.*?)\s*<a\s+(?:id|name)=\"([^\"]+)\"\s*>\s*</a>\s*$")
+
+
+def _rewrite_markdown(text, rewrite):
+    """The Markdown `text` with each link's and image's destination outside code replaced by
+    `rewrite(destination, image)` (None keeps it), and headings' inline `<a id>` anchors made MyST targets.
+
+    An anchor inside a heading would end up in myst-parser's slug of the heading ("addition-" where GitHub has
+    "addition"), and a link to it would not resolve; a `(name)=` target before the heading gives the site both."""
+    lines, fence = [], None
+    for line in text.split("\n"):
+        opening = _FENCE_OPEN.match(line)
+        if fence is not None:
+            if line.strip().startswith(fence) and not line.strip()[len(fence):].strip():
+                fence = None
+            lines.append(line)
+            continue
+        if opening:
+            fence = opening.group(1)
+            lines.append(line)
+            continue
+        anchor = _HEADING_ANCHOR.match(line)
+        if anchor:
+            lines += [f"({anchor.group(2)})=", anchor.group(1)]
+            continue
+
+        def destination(match):
+            new = rewrite(match.group(3), bool(match.group(1)))
+            return match.group(0) if new is None else match.group(1) + match.group(2) + new
+
+        def definition(match):
+            new = rewrite(match.group(2), False)
+            return match.group(0) if new is None else match.group(1) + new
+
+        parts, last = [], 0
+        for code in _CODE_SPAN.finditer(line):
+            parts += [_DESTINATION.sub(destination, line[last:code.start()]), code.group(0)]
+            last = code.end()
+        parts.append(_DESTINATION.sub(destination, line[last:]))
+        lines.append(_DEFINITION.sub(definition, "".join(parts)))
+    return "\n".join(lines)
+
+
+def _relative(destination):
+    """(path, #anchor) of a relative destination; None for a URL, an absolute path or an anchor alone."""
+    if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:|/|#", destination):
+        return None
+    path, hash_, anchor = destination.partition("#")
+    return path, hash_ + anchor
+
+
+def _site_links(text, file_dir, page_dir, included):
+    """Rewrites the links of Markdown read from `file_dir` to be rendered as a page in `page_dir`: a link to a
+    file that a page includes goes to that page (its anchor kept), other relative links and images are made
+    relative to the page (the same files)."""
+
+    def rewrite(destination, image):
+        relative = _relative(destination)
+        if relative is None or not relative[0]:
+            return None
+        path = os.path.normpath(os.path.join(file_dir, relative[0]))
+        if not image and path in included:
+            page = os.path.join(_DOCS, included[path] + ".md")
+            return os.path.relpath(page, page_dir).replace(os.sep, "/") + relative[1]
+        if file_dir == page_dir:
+            return None
+        return os.path.relpath(path, page_dir).replace(os.sep, "/") + relative[1]
+
+    return _rewrite_markdown(text, rewrite)
+
+
+def _included(app):
+    if not hasattr(app, "t2t_included_files"):
+        app.t2t_included_files = _included_files(os.fspath(app.srcdir))
+    return app.t2t_included_files
+
+
+def _page_links(app, docname, source):
+    """source-read: a page's links to an included file go to the page that includes it."""
+    page_dir = os.path.dirname(os.fspath(app.env.doc2path(docname)))
+    source[0] = _site_links(source[0], page_dir, page_dir, _included(app))
+
+
+def _included_links(app, relative_path, parent_docname, content):  # pylint: disable=unused-argument
+    """include-read: an included file's relative links and images lead where they lead from the file itself."""
+    page_dir = os.path.dirname(os.fspath(app.env.doc2path(app.env.docname)))
+    file_dir = os.path.dirname(os.path.normpath(os.path.join(os.fspath(app.srcdir), os.fspath(relative_path))))
+    content[0] = _site_links(content[0], file_dir, page_dir, _included(app))
+
+
 class _FilesOutsideTheSite(SphinxTransform):
     """Links from a page to a Markdown file of the repository outside docs/ (`../benchmarks/README.md`) become
     links to a copy of that file, as links to other files (scripts, images) already are.
@@ -135,18 +256,85 @@ class _FilesOutsideTheSite(SphinxTransform):
             node.replace_self(link)
 
 
+def _docstring_origin(obj, name):
+    """The class whose docstring a method or property `obj` (named `name`, defined in a class) shows: the nearest
+    class of the defining class's MRO that gives the name a docstring. None where it is not a class's member."""
+    function = getattr(obj, "fget", None) or getattr(obj, "__func__", None) or obj
+    owner = inspect.getmodule(function)
+    for part in getattr(function, "__qualname__", "").split(".")[:-1]:
+        owner = getattr(owner, part, None)
+    if not isinstance(owner, type):
+        return None
+    for cls in owner.__mro__:
+        if getattr(cls.__dict__.get(name), "__doc__", None):
+            return cls
+    return None
+
+
 def _skip_undocumented_methods(app, what, name, obj, skip, options):  # pylint: disable=unused-argument,too-many-arguments
-    """A class's members without a docstring (Keras's `call`, `build`, ...) stay out of the reference, and so do
-    its data attributes (the class docstring's "Attributes:" describes them); a module's public functions,
-    classes and constants are all in it."""
+    """A class's members without a docstring of the package's (Keras's `call`, `build`, a layer's `get_config`
+    that would show Keras's own docstring, ...) stay out of the reference, and so do its data attributes (the class
+    docstring's "Attributes:" describes them); a module's public functions, classes and constants are all in it.
+
+    A method that inherits its docstring from a class of the package (an override of a documented method) stays.
+    """
     if what == "class" and not skip:
         routine = inspect.isroutine(obj) or isinstance(obj, (property, type))
         if not routine or not inspect.getdoc(obj):
             return True
+        if not isinstance(obj, type) and not (obj.__doc__ or "").strip():
+            origin = _docstring_origin(obj, name)
+            if origin is None or not origin.__module__.startswith("t2t_relpos."):
+                return True
     return None
 
 
-_STUDIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "studies")
+def _init_parameters(mro):
+    """The parameters (without `self`) of the first `__init__` in `mro`, a class's MRO or a tail of it; where it
+    takes `*args` and passes them on, the next `__init__`'s parameters stand in for them (a layer that adds one
+    keyword to its base's shows both)."""
+    index = next((i for i, cls in enumerate(mro) if "__init__" in cls.__dict__), None)
+    if index is None:
+        return []
+    owner = mro[index]
+    parameters = list(inspect.signature(owner.__dict__["__init__"]).parameters.values())[1:]
+    kinds = [p.kind for p in parameters]
+    if inspect.Parameter.VAR_POSITIONAL not in kinds or owner is object:
+        return parameters
+    star = kinds.index(inspect.Parameter.VAR_POSITIONAL)
+    before, after = parameters[:star], [p for p in parameters[star + 1:] if p.kind is p.KEYWORD_ONLY]
+    keywords = [p for p in parameters if p.kind is p.VAR_KEYWORD]
+    base = _init_parameters(mro[index + 1:])
+    if not base:
+        return parameters
+    names = {p.name for p in before + after}
+    keywords = [p for p in base if p.kind is p.VAR_KEYWORD] and keywords
+    merged = before + [p for p in base if p.name not in names and p.kind is not p.VAR_KEYWORD] + after + keywords
+    try:
+        inspect.Signature(merged)
+    except ValueError:  # Parameters that cannot be put together in one signature: the class's own.
+        return parameters
+    return merged
+
+
+def _init_signature(app, what, name, obj, options, signature, return_annotation):  # pylint: disable=unused-argument,too-many-arguments
+    """A class's signature is its `__init__`'s, with the defaults (type hints are in the description).
+
+    Autodoc takes the first of the metaclass's `__call__`, `__new__` and `__init__` that the class defines or
+    inherits; for Keras's layers and models that is `keras.Layer.__new__(*args, **kwargs)`, which says nothing.
+    An `__init__(self, *args, **kwargs)` that passes everything on to its base shows the base's parameters.
+    """
+    if what != "class" or not isinstance(obj, type) or obj.__init__ is object.__init__:
+        return None
+    try:
+        parameters = _init_parameters(obj.__mro__)
+    except (TypeError, ValueError):
+        return None
+    parameters = [p.replace(annotation=inspect.Parameter.empty) for p in parameters]
+    return str(inspect.Signature(parameters)), None
+
+
+_STUDIES = os.path.join(_DOCS, "studies")
 
 
 def _studies_toctree(folder=_STUDIES):
@@ -177,7 +365,10 @@ def _add_studies(app, docname, source):  # pylint: disable=unused-argument
 
 def setup(app):
     app.connect("source-read", _add_studies)
+    app.connect("source-read", _page_links)
+    app.connect("include-read", _included_links)
     app.connect("autodoc-skip-member", _skip_undocumented_methods)
+    app.connect("autodoc-process-signature", _init_signature)
     # After napoleon (priority 500) has turned the Google-style sections into fields.
     app.connect("autodoc-process-docstring", _literal_blocks, priority=600)
     app.add_transform(_FilesOutsideTheSite)

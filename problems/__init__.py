@@ -2,4 +2,10 @@
 
 # Imported for their registrations: `registry.problem("algorithmic_reverse_decimal40")` works once the
 # package is imported. None of these imports TensorFlow (listing problems stays quick).
-from t2t_relpos.problems import algorithmic, babi, translate_local, translate_wmt  # pylint: disable=unused-import
+from t2t_relpos.problems import (  # pylint: disable=unused-import
+    algorithmic,
+    babi,
+    learning_to_execute,
+    translate_local,
+    translate_wmt,
+)

@@ -2,9 +2,13 @@
 
 - The Sphinx build (`make docs`) runs with warnings as errors and nitpicky cross references (`-W -n`): a broken
   link between pages, a missing toctree document, a docstring that does not parse, a name that resolves to
-  nothing all fail it. Every public name of the API has an entry in the built inventory.
+  nothing all fail it. Every public name of the API has an entry in the built inventory. On the built pages:
+  every class shows its `__init__`'s parameters (not Keras's `(*args, **kwargs)`), no Keras method docstring
+  (`get_config`'s "Returns the config of the object.") is repeated, no link downloads a Markdown file, and every
+  link to `page.html#anchor` finds the anchor.
 - Every relative Markdown link in `docs/**/*.md`, `README.md` and `benchmarks/README.md` points to a file that
   exists and, with `#anchor`, to a heading of that file (GitHub's anchors, which the site uses too).
+- Every line of a fenced code block of `docs/*.md`, `docs/guide/` and `docs/api/` is at most 90 characters.
 - Every ```` ```python ```` block of a page runs, the page's blocks in order in one process (on TensorFlow, in a
   temporary directory). A block fenced ```` ```python notest ```` is shown and not run: one that needs data, a
   trained run, a GPU or another backend (the text beside it says what; `tests/backend_checks.py` runs the
@@ -12,6 +16,7 @@
 """
 
 import ast
+import html as html_module
 import importlib
 import importlib.util
 import os
@@ -50,10 +55,20 @@ def test_the_site_builds_without_warnings_and_documents_every_public_name(tmp_pa
                "-d", str(tmp_path / "doctrees"), str(DOCS), str(tmp_path / "html")]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     output = "\n".join(line for line in (result.stdout + result.stderr).splitlines() if not _LOG_NOISE.match(line))
-    missing = undocumented_names(tmp_path / "html") if (tmp_path / "html" / "objects.inv").exists() else []
+    html = tmp_path / "html"
+    missing = undocumented_names(html) if (html / "objects.inv").exists() else []
     assert result.returncode == 0 and not missing, (
         f"sphinx-build -W -n: exit status {result.returncode}\n{output}\n"
         f"public names without an entry in the API reference: {missing}")
+    # What the built pages show, checked on this build (the site is built once).
+    assert not signatures_without_parameters(html), (
+        "classes shown as (*args, **kwargs) instead of their __init__'s parameters: "
+        f"{signatures_without_parameters(html)}")
+    assert not inherited_keras_docstrings(html), (
+        f"Keras's own method docstrings on the API pages: {inherited_keras_docstrings(html)}")
+    assert not links_to_raw_markdown(html), (
+        f"links that would download a Markdown file instead of showing a page: {links_to_raw_markdown(html)}")
+    assert not missing_anchors(html), f"links to an anchor that the page does not have: {missing_anchors(html)}"
 
 
 def _inventory(html):
@@ -113,11 +128,115 @@ def undocumented_names(html):
     return missing
 
 
+def _api_pages(html):
+    return {_name(page, html): page.read_text(encoding="utf-8") for page in sorted((html / "api").glob("*.html"))}
+
+
+def _text(fragment):
+    """HTML as the reader sees it: tags dropped, entities decoded, white space collapsed."""
+    return " ".join(html_module.unescape(re.sub(r"<[^>]+>", "", fragment)).split())
+
+
+_SIGNATURE = re.compile(r'<dt class="sig sig-object py" id="([^"]+)">(.*?)</dt>', re.DOTALL)
+
+
+def signatures_without_parameters(html):
+    """The classes of the API pages whose signature reads `(*args, **kwargs)`: what autodoc shows of Keras's
+    layers and models when it takes `keras.Layer.__new__` for the class's signature."""
+    found = []
+    for name, page in _api_pages(html).items():
+        for target, signature in _SIGNATURE.findall(page):
+            match = re.match(r"(?:class|exception) [^(]+\((.*?)\)", _text(signature))
+            if match and match.group(1).replace(" ", "") == "*args,**kwargs":
+                found.append(f"{name}: {target}")
+    return found
+
+
+def keras_method_docstrings():
+    """The first lines of the docstrings of Keras's layer, model, callback, optimizer and schedule methods."""
+    import keras  # pylint: disable=import-outside-toplevel
+
+    lines = set()
+    for base in (keras.Model, keras.callbacks.Callback, keras.optimizers.Adam,
+                 keras.optimizers.schedules.LearningRateSchedule):
+        for cls in base.__mro__:
+            if not cls.__module__.startswith("keras"):
+                continue
+            for value in vars(cls).values():
+                doc = getattr(value, "__doc__", None) if callable(value) or isinstance(value, property) else None
+                first = (doc or "").strip().split("\n", 1)[0].strip()
+                if len(first) >= 20:
+                    lines.add(first)
+    return lines
+
+
+def inherited_keras_docstrings(html):
+    """(page, first line) of each Keras method docstring shown on an API page (a layer's `get_config` that
+    inherits Keras's "Returns the config of the object.", say)."""
+    docstrings = keras_method_docstrings()
+    found = []
+    for name, page in _api_pages(html).items():
+        text = _text(page)
+        found += [(name, line) for line in sorted(docstrings) if line in text]
+    return found
+
+
+def _built_pages(html):
+    return sorted(page for page in html.glob("**/*.html") if not _name(page, html).startswith("_"))
+
+
+def links_to_raw_markdown(html):
+    """Links of the built site to a `.md` file: the browser would download the Markdown (anchor dropped)."""
+    found = []
+    for page in _built_pages(html):
+        for target in re.findall(r'<a [^>]*href="([^"]+)"', page.read_text(encoding="utf-8")):
+            if re.match(r"[^#?]*\.md($|[#?])", target) and not re.match(r"[a-z]+:", target):
+                found.append(f"{_name(page, html)}: {target}")
+    return found
+
+
+def missing_anchors(html):
+    """Links between the built pages to `page.html#id` where the page has no element with that id."""
+    ids, found = {}, []
+    for page in _built_pages(html):
+        ids[page] = set(re.findall(r'\sid="([^"]+)"', page.read_text(encoding="utf-8")))
+    for page in _built_pages(html):
+        for target in re.findall(r'<a [^>]*href="([^"]+)"', page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target) or "#" not in target:
+                continue
+            file_part, _, anchor = target.partition("#")
+            linked = (page.parent / file_part).resolve() if file_part else page
+            if anchor and linked in ids and urllib.parse.unquote(anchor) not in ids[linked]:
+                found.append(f"{_name(page, html)}: {target}")
+    return found
+
+
+def test_the_built_site_checks_catch_what_they_should(tmp_path):
+    """The checks of the built pages, on pages made to fail them and on pages that pass."""
+    (tmp_path / "api").mkdir()
+    (tmp_path / "api" / "layers.html").write_text(textwrap.dedent("""\
+        <dt class="sig sig-object py" id="m.Bad"><em class="property"><span class="pre">class</span> </em>
+        <span class="sig-name descname"><span class="pre">Bad</span></span><span class="sig-paren">(</span>
+        <em class="sig-param"><span class="o"><span class="pre">*</span></span><span class="n">args</span></em>,
+        <em class="sig-param"><span class="o">**</span><span class="n">kwargs</span></em>
+        <span class="sig-paren">)</span></dt>
+        <dt class="sig sig-object py" id="m.Good"><em class="property">class </em>Good(<em>units</em>,
+        <em>**kwargs</em>)</dt>
+        <dt class="sig sig-object py" id="m.f">f(*args, **kwargs)</dt>
+        <dd><p>Returns the config of the object.</p></dd>
+        <a href="../benchmarks/README.md#decoding">report</a> <a href="../report.html#decoding">report</a>
+        <a href="../report.html#nowhere">report</a> <a href="https://example.org/x.md#a">elsewhere</a>
+        """), encoding="utf-8")
+    (tmp_path / "report.html").write_text('<section id="decoding"></section>', encoding="utf-8")
+    assert signatures_without_parameters(tmp_path) == ["api/layers.html: m.Bad"]
+    assert ("api/layers.html", "Returns the config of the object.") in inherited_keras_docstrings(tmp_path)
+    assert links_to_raw_markdown(tmp_path) == ["api/layers.html: ../benchmarks/README.md#decoding"]
+    assert missing_anchors(tmp_path) == ["api/layers.html: ../report.html#nowhere"]
+
+
 def test_the_studies_join_the_table_of_contents_as_they_land(tmp_path):
     """docs/studies/: no part when there are no pages (an empty glob would fail -W), every page once."""
-    spec = importlib.util.spec_from_file_location("docs_conf", DOCS / "conf.py")
-    conf = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(conf)
+    conf = _conf()
     assert conf._studies_toctree(str(tmp_path / "none")) == ""  # pylint: disable=protected-access
     assert conf._studies_toctree(str(tmp_path)) == ""  # pylint: disable=protected-access
     for name in ("b", "a", "index"):
@@ -132,6 +251,47 @@ def test_the_studies_join_the_table_of_contents_as_they_land(tmp_path):
     assert entries() == ["studies/index", "studies/a"]  # b is in the index's own toctree.
     (tmp_path / "index.md").unlink()
     assert entries() == ["studies/a", "studies/b"]
+
+
+def _conf():
+    spec = importlib.util.spec_from_file_location("docs_conf", DOCS / "conf.py")
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    return conf
+
+
+def test_an_included_report_keeps_its_links_and_anchors(tmp_path):
+    """docs/conf.py's rewriting of an included file (the benchmark report): its links and images lead where they
+    lead from the file's folder, links to it land on the page that includes it (anchor kept), a heading's inline
+    `<a id>` becomes a MyST target; code is left alone."""
+    conf = _conf()
+    report = str(tmp_path / "benchmarks" / "README.md")
+    included = {report: "benchmarks"}
+    docs = str(tmp_path / "docs")
+    text = textwrap.dedent("""\
+        ## Serving <a id="serving-old-name"></a>
+        [study](../docs/studies/a.md#x) ![plot](plot.png) [script](run.py) [top](#serving)
+        [web](https://a.org/b) [self](README.md#serving) `[code](run.py)`
+        [ref]: results/r.json
+        ```sh
+        [not a link](run.py)
+        ```
+        """)
+    conf._DOCS = docs  # pylint: disable=protected-access
+    rewritten = conf._site_links(text, str(tmp_path / "benchmarks"), docs, included)  # pylint: disable=protected-access
+    assert rewritten == textwrap.dedent("""\
+        (serving-old-name)=
+        ## Serving
+        [study](studies/a.md#x) ![plot](../benchmarks/plot.png) [script](../benchmarks/run.py) [top](#serving)
+        [web](https://a.org/b) [self](benchmarks.md#serving) `[code](run.py)`
+        [ref]: ../benchmarks/results/r.json
+        ```sh
+        [not a link](run.py)
+        ```
+        """)
+    study = "See [the report](../../benchmarks/README.md#serving) and [a study](other.md).\n"
+    assert conf._site_links(study, f"{docs}/studies", f"{docs}/studies", included) == (  # pylint: disable=protected-access
+        "See [the report](../benchmarks.md#serving) and [a study](other.md).\n")
 
 
 # -- Links -----------------------------------------------------------------------------------------------------
@@ -250,6 +410,41 @@ def test_the_link_checker_catches_what_it_should(tmp_path):
         "#notes-2: no heading or anchor #notes-2 in a.md", "missing.md: no such file",
         "b.md#nowhere: no heading or anchor #nowhere in b.md",
         "#not-a-heading: no heading or anchor #not-a-heading in a.md"]
+
+
+# -- Code blocks fit the page ---------------------------------------------------------------------------------
+
+CODE_WIDTH = 90  # Characters of a code block that the site shows without scrolling at a 1280-pixel window.
+
+
+def long_code_lines(path, width=CODE_WIDTH):
+    """(line number, length) of each line of a fenced code block of the Markdown file longer than `width`."""
+    from markdown_it import MarkdownIt  # pylint: disable=import-outside-toplevel  (myst-parser's parser)
+
+    found = []
+    for token in MarkdownIt("commonmark").parse(path.read_text(encoding="utf-8")):
+        if token.type == "fence":
+            for number, line in enumerate(token.content.splitlines(), token.map[0] + 2):
+                if len(line) > width:
+                    found.append((number, len(line)))
+    return found
+
+
+SITE_PAGES = [p for folder in (DOCS, DOCS / "guide", DOCS / "api") for p in sorted(folder.glob("*.md"))]
+
+
+@pytest.mark.parametrize("path", SITE_PAGES, ids=_name)
+def test_code_blocks_fit_the_page(path):
+    """Commands and examples wrap (a backslash, a shorter comment) rather than run off the page."""
+    found = long_code_lines(path)
+    assert not found, f"code lines over {CODE_WIDTH} characters in {_name(path)} (line, length): {found}"
+
+
+def test_long_code_lines_are_found(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("text ```` ```sh ```` is inline\n" + "x" * 120 + "\n\n```sh\nshort\n" + "y" * 91 + "\n```\n\n"
+                    "- item:\n\n  ```python\n  " + "z" * 90 + "\n  ```\n", encoding="utf-8")
+    assert long_code_lines(page) == [(6, 91)]
 
 
 # -- Code examples ---------------------------------------------------------------------------------------------

@@ -6,6 +6,11 @@ writes demo_output/strings.txt (the inputs, one a line) and demo_output/strings.
 `t2t-relpos-decoder --decode_from_file=demo_output/strings.txt --decode_reference=demo_output/strings.ref.txt`.
 The strings are drawn as the training strings are (lengths uniform in 1..train_length) from a stream seeded by
 --seed, not the training stream; the problem's eval and test splits run to ten times those lengths.
+
+A Learning to Execute problem (learning_to_execute_program, ...) writes each input, a program of several lines,
+on one line, a line break written as a backslash and an n (a backslash, were there one, as two), which its
+encoder reads back. They are drawn at the training difficulties, from the training stream of --seed, outside
+the examples that training sees.
 """
 
 import argparse
@@ -23,25 +28,35 @@ def write_strings(problem, count, output, seed=0):
     Returns the two paths.
     """
     # pylint: disable=import-outside-toplevel
-    from t2t_relpos.problems import algorithmic
+    from t2t_relpos.problems import algorithmic, learning_to_execute
 
+    if isinstance(problem, learning_to_execute.LearningToExecuteProblem):
+        examples = problem.examples("train", seed=seed, code=1)
+        pairs = [next(examples) for _ in range(count)]
+        return _write_lines(output, ([learning_to_execute.escape(x) for x, _ in pairs], [y for _, y in pairs]))
     if not isinstance(problem, algorithmic.AlgorithmicProblem):
         raise errors.T2TRelposError(f"{problem.name} is not an algorithmic problem: it has no strings to draw")
     bits = algorithmic._bits([seed])  # pylint: disable=protected-access
     (inputs, input_lengths), (targets, target_lengths) = problem.generate(bits, problem.train_length, count)
     encoder = problem.feature_encoders()["inputs"]
+    return _write_lines(output, [[encoder.decode(row.tolist()) for row in algorithmic.to_ids(symbols, lengths)[0]]
+                                 for symbols, lengths in ((inputs, input_lengths), (targets, target_lengths))])
+
+
+def _write_lines(output, texts):
+    """Writes the lines of `texts` (inputs, targets) to `output`.txt and `output`.ref.txt; returns the paths."""
     paths = []
-    for suffix, symbols, lengths in ((".txt", inputs, input_lengths), (".ref.txt", targets, target_lengths)):
-        ids, _ = algorithmic.to_ids(symbols, lengths)
+    for suffix, lines in zip((".txt", ".ref.txt"), texts):
         paths.append(output + suffix)
         with files.atomic_write(paths[-1], what="the strings") as f:
-            f.writelines(encoder.decode(row.tolist()) + "\n" for row in ids)
+            f.writelines(line + "\n" for line in lines)
     return paths
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog=_PROG, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--problem", default="algorithmic_reverse_decimal20", help="a registered algorithmic problem")
+    parser.add_argument("--problem", default="algorithmic_reverse_decimal20",
+                        help="a registered algorithmic or learning_to_execute_* problem")
     parser.add_argument("--count", type=int, default=200, help="how many strings")
     parser.add_argument("--output", required=True, type=os.path.expanduser,  # `--output=~/x`: no shell expands it.
                         help="path prefix: writes PREFIX.txt and PREFIX.ref.txt")
