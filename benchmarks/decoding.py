@@ -436,28 +436,32 @@ def verdict(results):
     return "\n".join(lines)
 
 
-def plot(results, path):
-    """A PNG at `path`: ms per step against the output length, greedy and beam, one colour per model."""
+def plot(results, path, title=None):
+    """A PNG at `path`: ms per step against the output length, greedy and beam, one colour per model and one line
+    style per path, the two keys under the panels."""
     import matplotlib  # pylint: disable=import-outside-toplevel
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+    from matplotlib.lines import Line2D  # pylint: disable=import-outside-toplevel
 
     styles = {"cached": ("-", "o"), "one_buffer": ("-.", "v"), "uncached": ("--", "s"), "cached_xla": (":", "^")}
-    labels = {"cached": "cached", "one_buffer": "cached, one max_length buffer", "uncached": "uncached",
-              "cached_xla": "cached, XLA"}
-    fig, axes = plt.subplots(1, len(SEARCHES), figsize=(11.5, 4.2), sharey=True)
+    labels = {"cached": "cached (caches grown with the output)", "one_buffer": "cached, one max_length buffer",
+              "uncached": "uncached (the whole prefix each step)", "cached_xla": "cached, XLA"}
+    colours = dict(zip((r["model"] for r in results.values() if "error" not in r), ("C0", "C1", "C2", "C3", "C4")))
+    fig, axes = plt.subplots(1, len(SEARCHES), figsize=(11.5, 4.6), sharey=True)
+    drawn = set()
     for ax, search_name in zip(axes, SEARCHES):
-        for color, result in zip(("C0", "C1", "C2", "C3", "C4"), results.values()):
+        for result in results.values():
             if "error" in result:
                 continue
             lengths = sorted(result["times"])
             for decode_path, (linestyle, marker) in styles.items():
                 ok = [n for n in lengths if result["times"][n][search_name].get(decode_path)]
                 if ok:
+                    drawn.add(decode_path)
                     ax.plot(ok, [ms_per_step(result["times"][n][search_name][decode_path], n) for n in ok],
-                            color=color, linestyle=linestyle, marker=marker, markersize=4,
-                            label=f"{result['model']}, {labels[decode_path]}")
+                            color=colours[result["model"]], linestyle=linestyle, marker=marker, markersize=4)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(lengths, [str(n) for n in lengths])
@@ -465,10 +469,17 @@ def plot(results, path):
         ax.set_title(f"{SEARCH_LABELS[search_name]}, batch {BATCH}")
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("ms per decoding step (median)")
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="center left", bbox_to_anchor=(0.86, 0.5), fontsize=7)
-    fig.suptitle("Decoding time per step: cached vs re-running the decoder on the whole prefix", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 0.86, 1))
-    fig.savefig(path, dpi=80)
+    models = [Line2D([], [], color=colour, linewidth=2.5) for colour in colours.values()]
+    paths = [Line2D([], [], color="0.3", linestyle=styles[p][0], marker=styles[p][1], markersize=4)
+             for p in styles if p in drawn]
+    fig.suptitle(title or "Decoding time per step: cached vs re-running the decoder on the whole prefix",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0.13, 1, 1))
+    fig.legend(models, list(colours), title="model", loc="lower left", bbox_to_anchor=(0.08, 0.0), ncol=5,
+               fontsize=8, title_fontsize=8, frameon=False)
+    fig.legend(paths, [labels[p] for p in styles if p in drawn], title="path", loc="lower right",
+               bbox_to_anchor=(0.98, 0.0), ncol=2, fontsize=8, title_fontsize=8, frameon=False)
+    fig.savefig(path, dpi=80, bbox_inches="tight")
     plt.close(fig)
 
 

@@ -1,14 +1,16 @@
 """The benchmark report's plots of quality, drawn from the results files under benchmarks/results/.
 
-    .venv/bin/python benchmarks/plots.py [--only length_generalisation,length_generalisation_curves,babi,...]
+    .venv/bin/python benchmarks/plots.py [--only decoding,length_generalisation,length_generalisation_curves,...]
         [--results_dir benchmarks/results] [--out_dir benchmarks]
 
 The scripts append their rows to those files with `--record` (`length_generalisation.py`, `babi.py train` and
 `curriculum`, `babi_accelerator.py report`, `translate_small.py`); this draws, from whatever rows are there:
 
 - `length_generalisation.png`: char accuracy (solid) and sequence accuracy (dashed, where recorded) by reference
-  length, one panel per task and one line per model: each model's newest setting (steps and overrides, such as
-  position offsets), averaged over its seeds, a model that did not learn the training lengths drawn faint; the
+  length, one panel per task and kind of position signal (a row of panels each: relative positions; sinusoids with
+  position offsets, Table 4's protocol; sinusoids without), one line per model: each model's newest setting
+  (steps and overrides, such as position offsets), averaged over its seeds, a model that did not learn the
+  training lengths drawn faint; the
   paper's Table 4 figures at length 400 in black (a plus the Transformer, a star the UT; filled char, hollow
   sequence); chance (0.1) and the training lengths marked; a legend under each panel.
 - `training_curves.png`: training accuracy (teacher-forced tokens of the training batches, lengths <= 40) by
@@ -17,12 +19,16 @@ The scripts append their rows to those files with `--record` (`length_generalisa
   trained again from step 0 with the same setting is drawn beside the first, its date in the legend.
 - `babi_tasks.png`: test error per task, one panel per subset (1k, 10k): our best recorded run (lowest mean test
   error) of each protocol (joint training; the curriculum, which is not the paper's protocol) beside the paper's
-  adaptive UT (Appendix E, best of 10 seeds per task), drawn hatched in black.
+  adaptive UT (Appendix E, best of 10 seeds per task), drawn hatched in black; its legend gives Table 1's mean
+  error (7.85% at 1k, the figure the report quotes) and the mean of the per-task figures drawn (7.78%).
 - `translation_bleu.png`: BLEU (sacreBLEU, 13a) per model on Multi30k, a point per recorded seed and a bar at
   their mean, the runs of each date side by side (so a re-run on later code stands apart from the old one).
 
-Each title gives the dates of the rows it draws. attention.png and decoding.png are drawn by attention.py and
-decoding.py from their own measurements.
+- `decoding.png`: decoding.py's plot (ms per step against the output length, greedy and beam 4, one colour per
+  model, one line style per path) from the rows of `decoding.json` (the whole run of 2026-11-26, copied from
+  docs/studies/decoding.md); `decoding.py --plot` draws the same from a new measurement.
+
+Each title gives the dates of the rows it draws. attention.png is drawn by attention.py from its own measurements.
 """
 
 import argparse
@@ -144,45 +150,63 @@ def setting_label(row):
     return offsets + (f" ({', '.join(others)})" if others else "")  # Such as a UT's num_rec_steps=4.
 
 
+# The rows of the plot: one kind of position signal each, as the report's sections split them.
+POSITION_KINDS = (("relative", "relative positions, no offsets"),
+                  ("offsets", "sinusoids + position offsets (Table 4's protocol)"),
+                  ("sinusoid", "sinusoids, no offsets"))
+
+
+def position_kind(row):
+    """"offsets" (trained with position offsets), "relative" (relative positions) or "sinusoid"."""
+    if "position_start_index" in row.get("hparams", ""):
+        return "offsets"
+    return "relative" if row["model"].endswith("_rel") else "sinusoid"
+
+
 def plot_length_generalisation(results, path):
     plt = _pyplot()
     rows = length_rows(results["rows"])
     tasks = list(dict.fromkeys(row["task"] for row in rows))
+    kinds = [(kind, title) for kind, title in POSITION_KINDS if any(position_kind(r) == kind for r in rows)]
     buckets = [b for b in BUCKETS if any(b in row["buckets"] for row in rows)]
     x = {bucket: i for i, bucket in enumerate(buckets)}
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.6), sharey=True, squeeze=False)
-    for ax, task in zip(axes[0], tasks):
-        inside = [x[b] for b in TRAINING_BUCKETS if b in x]
-        if inside:
-            ax.axvspan(min(inside) - 0.4, max(inside) + 0.4, color="0.93", zorder=0)
-            ax.text(max(inside) + 0.35, 0.02, "training lengths", ha="right", fontsize=8, color="0.4")
-        ax.axhline(CHANCE, color="0.5", linestyle=":", linewidth=1)
-        ax.text(len(buckets) / 2 - 0.5, CHANCE + 0.015, "chance (char)", ha="center", fontsize=8, color="0.4")
-        for row in (r for r in rows if r["task"] == task):
-            for kind, style in (("char", "-"), ("seq", "--")):
-                points = [(x[b], v[kind]) for b, v in row["buckets"].items() if b in x and kind in v]
-                if points:  # One legend entry a row, on its char line.
-                    ax.plot(*zip(*sorted(points)), style, marker="o" if row["model"].endswith("_rel") else "s",
-                            color=MODEL_COLOURS.get(row["model"], "0.3"), alpha=0.4 if unlearned(row) else 1.0,
-                            label=length_label(row) if kind == "char" else "_nolegend_")
-        task_key = {name: key for key, name in length_generalisation.TASKS.items()}[task]
-        for paper_model, marker in (("transformer", "P"), ("universal_transformer", "*")):
-            char, seq = length_generalisation.PAPER[paper_model][task_key]
-            ax.scatter([x["201-400"] + 0.15], [char], marker=marker, s=140, color="black", zorder=5,
-                       label=f"the paper's {model_name(paper_model)} at length 400")
-            ax.scatter([x["201-400"] + 0.15], [seq], marker=marker, s=140, facecolors="none", edgecolors="black",
-                       zorder=5, label="_nolegend_")
-        ax.set_title(task)
-        ax.set_xticks(range(len(buckets)), buckets)
-        ax.set_xlabel("reference length")
-        ax.set_ylim(0, 1.05)
-        ax.grid(axis="y", alpha=0.3)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=6.5, frameon=False)
-    axes[0][0].set_ylabel("accuracy (decoded greedily)")
+    fig, axes = plt.subplots(len(kinds), len(tasks), figsize=(5.2 * len(tasks), 5.2 * len(kinds)), sharey=True,
+                             squeeze=False)
+    for (kind, kind_title), panels in zip(kinds, axes):
+        for ax, task in zip(panels, tasks):
+            inside = [x[b] for b in TRAINING_BUCKETS if b in x]
+            if inside:
+                ax.axvspan(min(inside) - 0.4, max(inside) + 0.4, color="0.93", zorder=0)
+                ax.text(max(inside) + 0.35, 0.02, "training lengths", ha="right", fontsize=8, color="0.4")
+            ax.axhline(CHANCE, color="0.5", linestyle=":", linewidth=1)
+            ax.text(len(buckets) / 2 - 0.5, CHANCE + 0.015, "chance (char)", ha="center", fontsize=8, color="0.4")
+            for row in (r for r in rows if r["task"] == task and position_kind(r) == kind):
+                for kind_of_accuracy, style in (("char", "-"), ("seq", "--")):
+                    points = [(x[b], v[kind_of_accuracy]) for b, v in row["buckets"].items()
+                              if b in x and kind_of_accuracy in v]
+                    if points:  # One legend entry a row, on its char line.
+                        ax.plot(*zip(*sorted(points)), style, marker="o" if row["model"].endswith("_rel") else "s",
+                                color=MODEL_COLOURS.get(row["model"], "0.3"), alpha=0.4 if unlearned(row) else 1.0,
+                                label=length_label(row) if kind_of_accuracy == "char" else "_nolegend_")
+            task_key = {name: key for key, name in length_generalisation.TASKS.items()}[task]
+            for paper_model, marker in (("transformer", "P"), ("universal_transformer", "*")):
+                char, seq = length_generalisation.PAPER[paper_model][task_key]
+                ax.scatter([x["201-400"] + 0.15], [char], marker=marker, s=120, color="black", zorder=5,
+                           label=f"the paper's {model_name(paper_model)} at length 400")
+                ax.scatter([x["201-400"] + 0.15], [seq], marker=marker, s=120, facecolors="none",
+                           edgecolors="black", zorder=5, label="_nolegend_")
+            ax.set_title(f"{task}: {kind_title}", fontsize=10)
+            ax.set_xticks(range(len(buckets)), buckets)
+            ax.set_xlabel("reference length")
+            ax.set_ylim(0, 1.05)
+            ax.grid(axis="y", alpha=0.3)
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.17), fontsize=7.5, frameon=False)
+        panels[0].set_ylabel("accuracy (decoded greedily)")
     fig.suptitle("Length generalisation, trained on length <= 40 (each model's newest setting): char accuracy "
                  "solid, sequence accuracy dashed; faint: training lengths not learned\n"
                  f"(width-64 models, runs of {date_range(rows)}; the paper's at length 400, char filled, sequence "
-                 "hollow: base size, randomized position offsets, trained to convergence)", fontsize=10, y=1.02)
+                 "hollow: base size, randomized position offsets, trained to convergence)", fontsize=10)
+    fig.tight_layout(h_pad=3.0)
     _save(fig, path)
 
 
@@ -303,9 +327,13 @@ def plot_babi(results, path):
             ax.bar([i + (k - len(ours) / 2) * width for i in range(20)], [row["test_error"][t] for t in tasks],
                    width, color=("tab:blue", "tab:orange")[k % 2], label=_babi_label(row))
         paper = babi.PAPER_TASKS[subset]
+        # Table 1's mean error (the figure the report quotes) and the mean of Appendix E's per-task errors, which
+        # the bars draw: 7.85% and 7.78% at 1k.
+        table_mean, table_failed = babi.PAPER[subset]["Adaptive UT"]
         ax.bar([i + len(ours) / 2 * width for i in range(20)], paper, width, facecolor="white", edgecolor="black",
-               hatch="///", label=f"paper: adaptive UT, joint, best of 10 seeds per task (Appendix E): mean "
-               f"{babi.PAPER_TASKS_MEAN[subset]:.2f}% ({sum(e > babi.FAILED_ERROR for e in paper)} failed)")
+               hatch="///", label=f"paper: adaptive UT, joint, best of 10 seeds: mean {table_mean:.2f}% "
+               f"({table_failed} failed; Table 1); bars: per task, Appendix E (their mean "
+               f"{babi.PAPER_TASKS_MEAN[subset]:.2f}%, {sum(e > babi.FAILED_ERROR for e in paper)} failed)")
         ax.axhline(babi.FAILED_ERROR, color="0.4", linestyle="--", linewidth=1)
         ax.text(11, babi.FAILED_ERROR + 1, "failed above 5%", ha="center", fontsize=8, color="0.3")
         ax.set_xticks(range(20), tasks)
@@ -371,7 +399,26 @@ def plot_translate_small(results, path):
     _save(fig, path)
 
 
+# -- decoding --------------------------------------------------------------------------------------------------
+def plot_decoding(results, path):
+    """decoding.py's plot of its measurements, from the rows recorded in decoding.json (ms per step)."""
+    import decoding  # pylint: disable=import-outside-toplevel  (imports TensorFlow)
+
+    by_model = {}
+    for row in results["rows"]:
+        model = by_model.setdefault(row["model"], {"model": row["model"], "times": {}})
+        times = model["times"].setdefault(row["tokens"], {name: {} for name in decoding.SEARCHES})
+        # decoding.plot takes the seconds of a whole call; a row has ms per step (seconds / tokens * 1e3).
+        times[row["search"]] = {p: ms * row["tokens"] / 1e3 for p, ms in row["ms_per_step"].items()}
+    machines = sorted({row["machine"] for row in results["rows"]})
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    decoding.plot(by_model, path, title="Decoding time per step: cached vs re-running the decoder on the whole "
+                  f"prefix (run of {date_range(results['rows'])}, {', '.join(machines)}, 1 thread)")
+    print(f"Wrote {path}")
+
+
 PLOTS = {
+    "decoding": (plot_decoding, "decoding.png"),
     "length_generalisation": (plot_length_generalisation, "length_generalisation.png"),
     "length_generalisation_curves": (plot_training_curves, "training_curves.png"),
     "babi": (plot_babi, "babi_tasks.png"),

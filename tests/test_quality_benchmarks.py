@@ -755,7 +755,7 @@ def test_babi_hops_asks_qa16_with_fewer_lookups(tmp_path):
 
 
 def test_the_plots_render_from_the_results_files_every_seed_and_the_best_runs(tmp_path, capsys):
-    """benchmarks/plots.py draws the report's three PNGs from tiny results files; what it picks to draw."""
+    """benchmarks/plots.py draws the report's PNGs from tiny results files; what it picks to draw."""
     plots = _load("plots")
     common = plots.common
     results, out = str(tmp_path / "results"), str(tmp_path / "out")
@@ -828,8 +828,14 @@ def test_the_plots_render_from_the_results_files_every_seed_and_the_best_runs(tm
     assert len(drawn) == 4 and longer in drawn and again in drawn
     assert [plots._curve_setting(row, drawn) for row in (longer, again, curves[1])] == [  # pylint: disable=protected-access
         "offsets in [0, 400), run of 2026-11-29", "offsets in [0, 400), run of 2026-12-01", "offsets in [0, 400)"]
+    # Decoding: decoding.py's plot from recorded rows of ms per step.
+    common.record("decoding", [{"model": model, "search": search, "tokens": tokens, "date": "2026-11-26",
+                                "machine": "a CPU", "ms_per_step": {"cached": 0.5, "uncached": 0.01 * tokens}}
+                               for model in ("rel64", "ut64") for search in ("greedy", "beam") for tokens in (25, 50)],
+                  results)
     assert plots.main(["--results_dir", results, "--out_dir", out]) == 0
-    for name in ("length_generalisation.png", "training_curves.png", "babi_tasks.png", "translation_bleu.png"):
+    for name in ("length_generalisation.png", "training_curves.png", "babi_tasks.png", "translation_bleu.png",
+                 "decoding.png"):
         with open(os.path.join(out, name), "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n", name
     # A results file that is not there: one line, status 2, nothing drawn.
