@@ -56,3 +56,44 @@ def test_tensorflow_log_lines_are_shown_only_with_tf_log():
     quiet, shown = (run_python(LOGS_AN_ERROR, *args, env=env) for args in ((), ("--tf_log",)))
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "done\n", ""), quiet
     assert shown.returncode == 0 and "TensorFlow's own line" in shown.stderr, shown
+
+
+# In this process (no TensorFlow to import again): the lines of SentencePiece's C++ code and of the package's own
+# warnings. Issue: datagen's stderr had `normalizer.cc(51) LOG(INFO) ...`; averaging's warning was absl's
+# `W1203 20:50:00.123456 4242 averaging.py:32] asked to average ...`.
+
+def test_loading_a_sentencepiece_model_into_tensorflow_logs_nothing(capfd, monkeypatch):
+    from t2t_relpos.data import graph_text, sentencepiece_vocab  # pylint: disable=import-outside-toplevel
+
+    # Models of their own: tensorflow-text loads a model once per process, and logs then only.
+    models = [sentencepiece_vocab.train_sentencepiece(["der kleine Hund", f"the small dog {word}"] * 20,
+                                                      vocab_size=280) for word in ("runs", "sleeps", "eats")]
+    assert len(set(models)) == 3
+    capfd.readouterr()
+    for model, level in zip(models, ("3", None, "0")):  # A tool's default, a library user's, --tf_log.
+        if level is None:
+            monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+        else:
+            monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", level)
+        tokenizer = graph_text.SentencePieceTokenizer(model)
+        assert tokenizer.tokenize(["dog"]).to_list()[0]
+        err = capfd.readouterr().err
+        assert ("LOG(INFO)" in err) if level == "0" else err == "", err  # --tf_log shows it, as TensorFlow's.
+
+
+def test_the_packages_warnings_are_the_tools_own_lines(tmp_path):
+    from t2t_relpos.cli import common  # pylint: disable=import-outside-toplevel
+    from t2t_relpos.training import averaging  # pylint: disable=import-outside-toplevel
+    from test_cli import _as_a_fresh_process  # pylint: disable=import-outside-toplevel
+
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-1"\n'
+                                         'all_model_checkpoint_paths: "ckpt-2"\n')
+
+    def main(argv):  # pylint: disable=unused-argument
+        averaging.last_checkpoints(str(tmp_path), 5)
+
+    with _as_a_fresh_process(None) as out:
+        with pytest.raises(SystemExit):
+            common.run(main, "t2t-relpos-avg-checkpoints", "doc", [], argv=["t2t-relpos-avg-checkpoints"])
+    assert out["stderr"] == (f"t2t-relpos-avg-checkpoints: warning: asked to average the last 5 checkpoints but "
+                             f"{tmp_path} has only 2; averaging those\n")

@@ -5,6 +5,7 @@ together, e.g. by tests. Heavy imports (TensorFlow) happen inside `main`, so `--
 """
 
 import errno
+import logging as pylogging
 import os
 import signal
 import sys
@@ -164,6 +165,31 @@ def _help_text(doc, modules):
     return "\n".join(sections) + "\n"
 
 
+class ToolFormatter(pylogging.Formatter):
+    """Warnings and errors this package logs (`absl.logging.warning`) as the tool's own lines,
+    `<tool>: warning: ...`, not in absl's `W1203 20:50:00.123456 4242 averaging.py:32] ...` form, which reads as
+    some other program's. Other libraries' lines (TensorFlow's) and INFO and DEBUG lines (`--verbosity`) keep
+    `fallback`'s form."""
+
+    PACKAGES = ("t2t_relpos", "t2t_relpos.problems", "t2t_relpos.hparams")
+
+    def __init__(self, prog, fallback=None):
+        super().__init__()
+        self.prog = prog
+        self.fallback = fallback or pylogging.Formatter()
+
+    def _ours(self, path):
+        roots = [os.path.dirname(sys.modules[name].__file__) for name in self.PACKAGES if name in sys.modules]
+        path = os.path.abspath(path or "")
+        return any(path.startswith(root + os.sep) for root in roots)
+
+    def format(self, record):
+        if record.levelno < pylogging.WARNING or not self._ours(record.pathname):
+            return self.fallback.format(record)
+        level = "warning" if record.levelno < pylogging.ERROR else "error"
+        return f"{self.prog}: {level}: {record.getMessage()}"
+
+
 class StdoutError(OSError):
     """Writing to the tool's stdout failed (a closed pipe, a full disk): an `OSError` with the same errno, so
     code that carries on when nobody reads its progress (the trainer) still can."""
@@ -247,6 +273,7 @@ def run(main, prog, doc, flag_modules, argv=None):
         configure_tensorflow_log()
         if not FLAGS["verbosity"].present:  # Library INFO lines (gin, checkpoint saver) drown the progress.
             logging.set_verbosity(logging.WARNING)
+        handler.setFormatter(ToolFormatter(prog, handler.formatter))
         try:
             return main(args) or 0
         except errors.T2TRelposError as e:
@@ -256,6 +283,8 @@ def run(main, prog, doc, flag_modules, argv=None):
             # pipeline stopped in mid-stream, whose clean-up can hang (see t2t_relpos.cli.trainer): end now.
             fail(prog, "interrupted", status=INTERRUPTED, immediately=True)
 
+    handler = logging.get_absl_handler().python_handler
+    formatter = handler.formatter
     stdout = sys.stdout
     sys.stdout = _Stdout(stdout)
     try:
@@ -269,4 +298,5 @@ def run(main, prog, doc, flag_modules, argv=None):
         sys.stdout = stdout
         _stdout_failed(prog, e)
     finally:
+        handler.setFormatter(formatter)
         sys.stdout = stdout

@@ -1,5 +1,9 @@
 """Text <-> ids as TensorFlow ops: in input pipelines, and in exported models (tokenization inside the graph)."""
 
+import contextlib
+import os
+import sys
+
 import tensorflow as tf
 
 from t2t_relpos.problems.problem import EOS_ID, NUM_RESERVED_IDS, PAD_ID
@@ -69,7 +73,8 @@ class SentencePieceTokenizer(tf.Module):
         super().__init__(name=name)
         import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel  # Only for this vocabulary.
 
-        self._tokenizer = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
+        with _native_logs_hidden():
+            self._tokenizer = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
 
     def tokenize(self, texts):
         """strings `[B]` -> int32 RaggedTensor `[B, (n)]` (no EOS); a scalar string gives int32 `[n]`."""
@@ -84,3 +89,29 @@ class SentencePieceTokenizer(tf.Module):
         keep = tf.logical_and(before_eos, tf.not_equal(ids, PAD_ID))
         texts = self._tokenizer.detokenize(tf.ragged.boolean_mask(ids, keep))
         return tf.strings.regex_replace(texts, "^ ", "")
+
+
+@contextlib.contextmanager
+def _native_logs_hidden():
+    """File descriptor 2 on /dev/null while tensorflow-text loads a SentencePiece model: the SentencePiece
+    compiled into it logs `normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use identity
+    normalization.` as it does, on stderr, and has no setting to stop it (`sentencepiece.set_min_log_level`
+    sets that of the Python module's own copy). Shown, as TensorFlow's own lines are, where
+    TF_CPP_MIN_LOG_LEVEL=0 (a tool's `--tf_log`)."""
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # No file descriptor 2: nothing to hide.
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
