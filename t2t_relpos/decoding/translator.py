@@ -1,5 +1,7 @@
 """Text in, text out: encodes sentences, decodes them in length-sorted batches, and decodes the ids back.
 
+For example:
+
     translator = Translator(model, problem, beam_size=4, alpha=0.6)
     translator.translate(["0123456789"])                      # -> ["9876543210"]
     translator.translate(["0123"], return_beams=True)         # -> [[("3210", -0.01), ("3201", -2.3), ...]]
