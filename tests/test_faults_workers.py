@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from test_cli import run_tool
+from test_cli import call_tool, run_tool
 from test_faults import one_line_error
 from test_training import _free_ports, killed_when_left
 from test_translate import make_raw
@@ -46,7 +46,9 @@ def test_a_second_trainer_on_a_run_is_refused_and_a_killed_one_leaves_no_lock(tm
                           stderr=subprocess.STDOUT)
     try:
         assert first.stdout.readline().startswith("Training "), "the first trainer did not start"
-        second = run_tool("t2t-relpos-trainer", *TRAINER, run, "--train_steps=2")
+        # The second one in this process (`call_tool`: it is refused before it trains; no second import of
+        # TensorFlow): the lock it meets is the first one's, another process's.
+        second = call_tool("t2t-relpos-trainer", *TRAINER, run, "--train_steps=2")
         one_line_error(second, "another trainer is writing to", f"process {first.pid} on")
     finally:
         first.kill()  # As a crash or an out-of-memory kill would.
