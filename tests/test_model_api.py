@@ -134,3 +134,4 @@ def test_the_trainer_refuses_a_model_too_large_in_one_line(tmp_path):
                        f"--output_dir={tmp_path / 'run'}", "--train_steps=1")
     assert_usage_error(result, "t2t-relpos-trainer: error: the model is too large to make")
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "run" / "hparams.json").exists()  # Nothing to refuse the corrected command with.
