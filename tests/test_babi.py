@@ -396,7 +396,7 @@ def summary_tags(directory):
     return tags
 
 
-def test_tiny_babi_run_through_the_clis(tmp_path):
+def test_tiny_babi_run_through_the_clis(tmp_path, monkeypatch):
     data_dir = write_task_files(str(tmp_path / "babi"), stories=10)
     run = str(tmp_path / "run")
     trained = run_tool("t2t-relpos-trainer", "--problem=babi_qa_facts_all_tasks_1k",
@@ -423,7 +423,18 @@ def test_tiny_babi_run_through_the_clis(tmp_path):
     one = call_tool("t2t-relpos-decoder", f"--output_dir={run}", f"--data_dir={data_dir}", "--decode_from_file=-",
                     stdin="Mary went to the garden . Where is Mary ?\n")
     assert one.returncode == 0 and one.stdout.strip() in answers
-    # The benchmark's per-task curve decodes the held-out questions at each kept checkpoint, once.
+    # The benchmark's per-task curve decodes the held-out questions at each kept checkpoint, once. Its decoder
+    # runs (`common.run_cli`: a process each, 10 s of a core apiece) are in this process too; its run_python's
+    # processes are tests/test_benchmarks_smoke.py's.
+    decoder_runs = []
+
+    def run_cli(module, *args, log, threads=0):  # pylint: disable=unused-argument
+        decoder_runs.append(args)
+        result = call_tool(f"t2t-relpos-{module}", *args)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return result.stdout + result.stderr  # As run_python returns them.
+
+    monkeypatch.setattr(babi_benchmark.common, "run_cli", run_cli)
     args = types.SimpleNamespace(train_steps=6, data_dir=data_dir, single_task=0)
     curve = babi_benchmark.task_curve(run, args)
     assert list(curve) == [3, 6] and all(sorted(errors) == list(range(1, 21)) for errors in curve.values())
@@ -435,6 +446,7 @@ def test_tiny_babi_run_through_the_clis(tmp_path):
         json.dump(saved, f)
     assert babi_benchmark.task_curve(run, args)[3][1] == 123.0
     assert list(babi_benchmark.task_curve(run, types.SimpleNamespace(**{**vars(args), "train_steps": 3}))) == [3]
+    assert len(decoder_runs) == 2  # Once per checkpoint, in the first call.
 
 
 @pytest.mark.parametrize("export_format, reason", [
