@@ -19,6 +19,20 @@ except ImportError:  # Without xdist nothing calls the hook below; the class onl
     LoadScopeScheduling = object
 
 MARK = 'scope="module"'
+# Tests of a unit of their own that take 30-60 s of a core (trainer processes, the JAX checks' fixture aside):
+# under `pytest -n N` they start first, longest first, so that the run ends on short tests and no core waits
+# alone for one of them at the end. (xdist runs a module of module-scoped fixtures first, the larger the sooner,
+# then the other tests in their order of collection: this moves these to the front of that order.)
+LONG_FIRST = (
+    "tests/test_training.py::test_multi_worker_mirrored_with_two_processes",
+    "tests/test_training.py::test_stopped_and_killed_runs_resume_where_they_stopped",
+    "tests/test_babi.py::test_tiny_babi_run_through_the_clis",
+    "tests/test_faults_workers.py::test_a_worker_silent_past_the_heartbeat_timeout_ends_the_run_at_once",
+    "tests/test_faults_workers.py::test_a_lost_worker_ends_the_survivor_with_one_line",
+    "tests/test_training.py::test_tiny_relative_transformer_learns_to_reverse",
+    "tests/test_faults_workers.py::test_concurrent_datagen_on_one_data_dir",
+    "tests/test_training.py::test_a_stop_signal_ends_the_trainer_while_its_input_is_still_being_generated",
+)
 
 
 @functools.lru_cache(maxsize=None)
@@ -46,3 +60,11 @@ def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") == "load":
         return ModuleFixtureScheduling(config, log)
     return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """On an xdist worker (each collects, in the same order), the tests of `LONG_FIRST` go first."""
+    if not hasattr(config, "workerinput"):
+        return
+    rank = {nodeid: i for i, nodeid in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid, len(rank)))  # Stable: the others keep their order.
