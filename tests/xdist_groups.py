@@ -19,17 +19,26 @@ except ImportError:  # Without xdist nothing calls the hook below; the class onl
     LoadScopeScheduling = object
 
 MARK = 'scope="module"'
-# Tests of a unit of their own that take 30-60 s of a core (trainer processes, the JAX checks' fixture aside):
-# under `pytest -n N` they start first, longest first, so that the run ends on short tests and no core waits
-# alone for one of them at the end. (xdist runs a module of module-scoped fixtures first, the larger the sooner,
-# then the other tests in their order of collection: this moves these to the front of that order.)
+# The tests of a unit of their own that take 15-45 s of a core each, longest first (CPU seconds of a `make test`
+# on 2026-12-03; the multi-worker run also sleeps 20 s): under `pytest -n N` they start first, so that the run ends
+# on short tests and no core waits alone for one of them at the end. (xdist runs the modules of module-scoped
+# fixtures first, the more tests the sooner, then the other tests in their order of collection: this moves these
+# to the front of that order.) A name no longer collected is passed over.
 LONG_FIRST = (
     "tests/test_training.py::test_multi_worker_mirrored_with_two_processes",
     "tests/test_training.py::test_stopped_and_killed_runs_resume_where_they_stopped",
     "tests/test_babi.py::test_tiny_babi_run_through_the_clis",
-    "tests/test_faults_workers.py::test_a_worker_silent_past_the_heartbeat_timeout_ends_the_run_at_once",
-    "tests/test_faults_workers.py::test_a_lost_worker_ends_the_survivor_with_one_line",
     "tests/test_training.py::test_tiny_relative_transformer_learns_to_reverse",
+    "tests/test_faults_workers.py::test_a_worker_silent_past_the_heartbeat_timeout_ends_the_run_at_once",
+    "tests/test_benchmarks_smoke.py::test_decoding_measure_tiny_length_cached_equals_uncached",
+    "tests/test_translate_cli.py::test_train_decode_with_bleu_and_export",
+    "tests/test_universal.py::test_adaptive_tiny_learns_to_copy",
+    "tests/test_training.py::test_the_step_compiled_with_xla_and_in_mixed_precision_matches_the_graph",
+    "tests/test_faults_workers.py::test_a_lost_worker_ends_the_survivor_with_one_line",
+    "tests/test_universal.py::test_training_step_under_mirrored_strategy_and_xla",
+    "tests/test_docs.py::test_the_site_builds_without_warnings_and_documents_every_public_name",
+    "tests/test_profile_step_benchmark.py::test_profile_step_times_the_trainers_step_and_profiles_it",
+    "tests/test_training.py::test_a_seeded_run_resumed_draws_what_the_uninterrupted_run_draws_and_old_checkpoints_resume",
     "tests/test_faults_workers.py::test_concurrent_datagen_on_one_data_dir",
     "tests/test_training.py::test_a_stop_signal_ends_the_trainer_while_its_input_is_still_being_generated",
 )
