@@ -16,15 +16,59 @@ VOCAB = 11
 
 
 def small_model(position_encoding):
-    model = Transformer(VOCAB, VOCAB, hidden_size=32, filter_size=64, num_heads=4, num_encoder_layers=2,
-                        num_decoder_layers=2, position_encoding=position_encoding, max_relative_position=3)
+    model = Transformer(VOCAB, VOCAB, hidden_size=16, filter_size=32, num_heads=2, num_encoder_layers=1,
+                        num_decoder_layers=1, position_encoding=position_encoding, max_relative_position=3)
     model.build()
+    # Initialised weights make a model this small say the same token at every step for every source (then
+    # batching or caching could not change an output): noise makes its outputs depend on the source and prefix.
+    rng = np.random.default_rng(0)
+    for w in model.weights:
+        w.assign(w.numpy() + rng.normal(0.0, 3.0 * max(float(np.std(w.numpy())), 0.1), w.shape).astype(w.dtype))
     return model
 
 
+_MODELS = {}
+
+
+def shared_model(position_encoding):
+    """One model per position encoding for the whole module, so that its compiled searches (`compiled`) are
+    traced once and reused by every test."""
+    if position_encoding not in _MODELS:
+        _MODELS[position_encoding] = small_model(position_encoding)
+    return _MODELS[position_encoding]
+
+
+# Where the property depends on the model's attention and masking (cached == uncached, batching), every
+# position encoding; where it is the search's own (ranking, EOS, limits, sampling), "both" (both code paths).
 @pytest.fixture(scope="module", params=["sinusoid", "relative", "both"])
 def model(request):
-    return small_model(request.param)
+    return shared_model(request.param)
+
+
+@pytest.fixture(scope="module")
+def both_model():
+    return shared_model("both")
+
+
+_COMPILED = {}
+_IDS = tf.TensorSpec([None, None], tf.int32)
+
+
+def compiled(model, name, max_length, with_lengths=False, **settings):
+    """`search.<name>(model, inputs, max_length, lengths=..., **settings)` as a `tf.function` over inputs of any
+    shape: traced once per model and setting, then run as one graph (eager search is a Python loop of ops)."""
+    key = (id(model), name, max_length, with_lengths, tuple(sorted(settings.items())))
+    if key not in _COMPILED:
+        run = getattr(search, name)
+        if with_lengths:
+            fn = tf.function(lambda x, lengths: run(model, x, max_length, lengths=lengths, **settings),
+                             input_signature=[_IDS, tf.TensorSpec([None], tf.int32)], autograph=False)
+        else:
+            fn = tf.function(lambda x: run(model, x, max_length, **settings), input_signature=[_IDS],
+                             autograph=False)
+        _COMPILED[key] = (model, fn)  # The model too: its id stays unique while the entry lives.
+    fn = _COMPILED[key][1]
+    return lambda *args: [t.numpy() for t in fn(*(tf.constant(a, tf.int32) for a in args))]
 
 
 def sources():
@@ -34,16 +78,20 @@ def sources():
 
 def test_cached_greedy_equals_decoding_the_whole_prefix(model):
     inputs = sources()
-    cached, _ = search.greedy(model, inputs, 12)
-    uncached = search.greedy_full_prefix(model, inputs, 12)
-    np.testing.assert_array_equal(ops.convert_to_numpy(cached), ops.convert_to_numpy(uncached))
+    cached, _ = compiled(model, "greedy", 12)(inputs)
+    assert len({tuple(row) for row in cached}) > 1 and len(set(cached.ravel()) - {0, 1}) > 1  # Not one token.
+    decode = tf.function(lambda *args: model.decode(*args, training=False), reduce_retracing=True, autograph=False)
+    uncached = search.greedy_full_prefix(model, inputs, 12, decode_fn=decode)
+    np.testing.assert_array_equal(cached, ops.convert_to_numpy(uncached))
 
 
-def test_cached_greedy_under_tf_function_and_xla(model):
+def test_cached_greedy_eagerly_and_under_xla(both_model):
+    """The search run eagerly (a Python loop) and compiled by XLA decode as the graph the other tests run."""
     inputs = tf.constant(sources())
-    eager, _ = search.greedy(model, inputs, 12)
-    compiled = tf.function(lambda x: search.greedy(model, x, 12), jit_compile=True, autograph=False)
-    np.testing.assert_array_equal(compiled(inputs)[0].numpy(), ops.convert_to_numpy(eager))
+    eager, _ = search.greedy(both_model, inputs, 12)
+    xla = tf.function(lambda x: search.greedy(both_model, x, 12), jit_compile=True, autograph=False)
+    np.testing.assert_array_equal(ops.convert_to_numpy(eager), compiled(both_model, "greedy", 12)(inputs)[0])
+    np.testing.assert_array_equal(xla(inputs)[0].numpy(), ops.convert_to_numpy(eager))
 
 
 class EndsBy:
@@ -83,20 +131,23 @@ def strip(ids):
     return ids[:ids.index(0)] if 0 in ids else ids
 
 
-def test_beam_size_one_is_greedy(model):
-    inputs, model = sources(), EndsBy(model)
-    greedy_ids, greedy_scores = search.greedy(model, inputs, 10)
-    assert np.all(np.any(ops.convert_to_numpy(greedy_ids) == 1, axis=1))  # Every sentence finished.
-    beam_ids, beam_scores = search.beam_search(model, inputs, 10, beam_size=1, alpha=0.0)
-    np.testing.assert_array_equal(ops.convert_to_numpy(beam_ids)[:, 0], ops.convert_to_numpy(greedy_ids))
-    np.testing.assert_allclose(ops.convert_to_numpy(beam_scores)[:, 0], ops.convert_to_numpy(greedy_scores),
-                               rtol=1e-5, atol=1e-5)
+@pytest.fixture(scope="module")
+def ending_model(both_model):
+    return EndsBy(both_model)
 
 
-def test_beams_are_sorted_and_scored_by_normalised_log_probability(model):
-    inputs, alpha, model = sources(), 0.6, EndsBy(model)
-    ids, scores = search.beam_search(model, inputs, 8, beam_size=3, alpha=alpha)
-    ids, scores = ops.convert_to_numpy(ids), ops.convert_to_numpy(scores)
+def test_beam_size_one_is_greedy(ending_model):
+    inputs = sources()
+    greedy_ids, greedy_scores = compiled(ending_model, "greedy", 10)(inputs)
+    assert np.all(np.any(greedy_ids == 1, axis=1))  # Every sentence finished.
+    beam_ids, beam_scores = compiled(ending_model, "beam_search", 10, beam_size=1, alpha=0.0)(inputs)
+    np.testing.assert_array_equal(beam_ids[:, 0], greedy_ids)
+    np.testing.assert_allclose(beam_scores[:, 0], greedy_scores, rtol=1e-5, atol=1e-5)
+
+
+def test_beams_are_sorted_and_scored_by_normalised_log_probability(ending_model):
+    inputs, alpha, model = sources(), 0.6, ending_model
+    ids, scores = compiled(model, "beam_search", 8, beam_size=3, alpha=alpha)(inputs)
     assert np.all(np.diff(scores, axis=1) <= 1e-6)
     for row in range(len(inputs)):
         for beam in range(3):
@@ -107,17 +158,16 @@ def test_beams_are_sorted_and_scored_by_normalised_log_probability(model):
 
 def test_batched_results_equal_one_at_a_time(model):
     inputs = sources()
-    batch_greedy, _ = search.greedy(model, inputs, 9)
-    batch_beam, batch_scores = search.beam_search(model, inputs, 9, beam_size=2)
+    greedy, beam = compiled(model, "greedy", 9), compiled(model, "beam_search", 9, beam_size=2)
+    batch_greedy, _ = greedy(inputs)
+    batch_beam, batch_scores = beam(inputs)
     for row, source in enumerate(inputs):
         alone = source[None, :max(1, int(np.count_nonzero(source)))]
-        one_greedy, _ = search.greedy(model, alone, 9)
-        one_beam, one_scores = search.beam_search(model, alone, 9, beam_size=2)
-        np.testing.assert_array_equal(ops.convert_to_numpy(one_greedy)[0],
-                                      ops.convert_to_numpy(batch_greedy)[row])
-        np.testing.assert_array_equal(ops.convert_to_numpy(one_beam)[0], ops.convert_to_numpy(batch_beam)[row])
-        np.testing.assert_allclose(ops.convert_to_numpy(one_scores)[0], ops.convert_to_numpy(batch_scores)[row],
-                                   atol=1e-4)
+        one_greedy, _ = greedy(alone)
+        one_beam, one_scores = beam(alone)
+        np.testing.assert_array_equal(one_greedy[0], batch_greedy[row])
+        np.testing.assert_array_equal(one_beam[0], batch_beam[row])
+        np.testing.assert_allclose(one_scores[0], batch_scores[row], atol=1e-4)
 
 
 class ScriptedModel:
@@ -155,11 +205,11 @@ def test_length_penalty_changes_the_ranking(alpha, best):
     assert float(ops.convert_to_numpy(scores)[0, 0]) == pytest.approx(expected, abs=1e-5)
 
 
-def test_sampling_with_top_k_one_is_greedy(model):
+def test_sampling_with_top_k_one_is_greedy(both_model):
     inputs = sources()
-    greedy_ids, _ = search.greedy(model, inputs, 8)
-    sampled, _ = search.greedy(model, inputs, 8, temperature=1.0, top_k=1, seed=3)
-    np.testing.assert_array_equal(ops.convert_to_numpy(sampled), ops.convert_to_numpy(greedy_ids))
+    greedy_ids, _ = compiled(both_model, "greedy", 9)(inputs)
+    sampled, _ = search.greedy(both_model, inputs, 9, temperature=1.0, top_k=1, seed=3)
+    np.testing.assert_array_equal(ops.convert_to_numpy(sampled), greedy_ids)
 
 
 def test_averaging_two_checkpoints_gives_the_mean(tmp_path):
@@ -179,7 +229,7 @@ def test_averaging_two_checkpoints_gives_the_mean(tmp_path):
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])
-def test_a_rows_output_limit_is_its_own_source_length_plus_extra(model, beam_size):
+def test_a_rows_output_limit_is_its_own_source_length_plus_extra(both_model, beam_size):
     """Beside a long source, a short one may not decode longer than it would alone (nor the reverse)."""
     inputs = np.zeros((2, 12), np.int32)
     inputs[0, :3] = [4, 5, 1]
@@ -189,10 +239,11 @@ def test_a_rows_output_limit_is_its_own_source_length_plus_extra(model, beam_siz
     np.testing.assert_array_equal(ops.convert_to_numpy(lengths), [5, 14])
 
     def run(batch, max_length, row_lengths=None):
-        if beam_size == 1:
-            return ops.convert_to_numpy(search.greedy(model, batch, max_length, lengths=row_lengths)[0])
-        ids = search.beam_search(model, batch, max_length, beam_size, lengths=row_lengths)[0]
-        return ops.convert_to_numpy(ids)[:, 0]
+        settings = {} if beam_size == 1 else {"beam_size": beam_size}
+        name = "greedy" if beam_size == 1 else "beam_search"
+        args = (batch,) if row_lengths is None else (batch, row_lengths)
+        ids = compiled(both_model, name, max_length, row_lengths is not None, **settings)(*args)[0]
+        return ids if beam_size == 1 else ids[:, 0]
 
     together = run(inputs, 14, lengths)
     alone = run(inputs[:1, :3], 5)
@@ -205,7 +256,8 @@ def _tiny_translator_parts():
     from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
 
     problem = registry.problem("algorithmic_reverse_decimal40")
-    hparams = registry.hparams("transformer_tiny_rel").parse("hidden_size=16,filter_size=32,num_heads=2")
+    hparams = registry.hparams("transformer_tiny_rel").parse(
+        "hidden_size=16,filter_size=32,num_heads=2,num_encoder_layers=1,num_decoder_layers=1")
     return problem, Transformer.from_hparams(hparams, *problem.vocab_sizes())  # Never called: not built.
 
 
@@ -217,7 +269,7 @@ def test_translator_output_does_not_depend_on_batch_mates(beam_size):
     model.build()
     translator = translator_lib.Translator(model, problem, beam_size=beam_size, extra_length=5)
     alone = translator.translate(["0123"])[0]
-    assert translator.translate(["0123", "9" * 60])[0] == alone
+    assert translator.translate(["0123", "9" * 30])[0] == alone  # Batched 8 -> 32 wide.
     assert len(alone) <= 4 + 1 + 5  # Four digits, EOS, extra_length: untrained, it rambles to the limit.
 
 
