@@ -5,8 +5,6 @@ tests/test_faults_workers.py.)"""
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -103,16 +101,6 @@ def test_decoding_a_usr_dir_run_without_its_usr_dir_says_which(trained):
     assert_usage_error(result, "reverse_listed_symbols", f"trained with --usr_dir={trained['usr']}")
 
 
-EXPORTED = """
-import json, sys
-sys.modules["t2t_relpos"] = None  # The SavedModel must not need this package.
-import tensorflow as tf
-translate = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
-print(json.dumps([[t.decode() for t in translate(tf.constant(texts))["outputs"].numpy().tolist()]
-                  for texts in json.loads(sys.argv[2])]))
-"""
-
-
 def test_a_lines_output_does_not_depend_on_its_batch_mates(trained, tmp_path):
     """The decoder, the Translator and the export agree, alone or beside a long line (extra_length is 50)."""
     from t2t_relpos import registry  # pylint: disable=import-outside-toplevel
@@ -136,11 +124,13 @@ def test_a_lines_output_does_not_depend_on_its_batch_mates(trained, tmp_path):
                                                alpha=hparams.alpha, extra_length=hparams.extra_length)
         assert translator.translate([line]) == [from_cli]
 
-    export_dir = os.path.join(trained["run"], "export", "20")
-    result = subprocess.run([sys.executable, "-c", EXPORTED, export_dir, json.dumps([[line], [line, long_line]])],
-                            capture_output=True, text=True, timeout=300, check=False)
-    assert result.returncode == 0, result.stderr
-    alone, together = json.loads(result.stdout.strip().splitlines()[-1])
+    # The export, loaded in this process: that it loads without this package in a fresh process is
+    # test_decoder_cli.py's test_exported_saved_model_reloads_in_a_fresh_process_and_decodes.
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    translate = tf.saved_model.load(os.path.join(trained["run"], "export", "20")).signatures["serving_default"]
+    alone, together = ([t.decode() for t in translate(tf.constant(texts))["outputs"].numpy().tolist()]
+                       for texts in ([line], [line, long_line]))
     assert alone[0] == together[0] == from_cli
 
 
@@ -210,12 +200,13 @@ def test_a_truncated_newest_checkpoint(trained, tmp_path):
     assert '"ckpt-20"' not in index and '"ckpt-21"' in index and '"ckpt-10"' in index
 
 
-def test_averaging_a_relative_output_dir_with_the_sets_count(trained):
-    """The README's own form (--output_dir=name); the run asks for 3 checkpoints and has 2: a warning."""
-    result = subprocess.run(
-        [sys.executable, "-c", "import t2t_relpos.cli.avg_checkpoints as m; m.run()", "--output_dir=run",
-         f"--usr_dir={trained['usr']}", f"--data_dir={trained['data']}"],
-        cwd=trained["root"], capture_output=True, text=True, timeout=300, check=False)
+def test_averaging_a_relative_output_dir_with_the_sets_count(trained, monkeypatch):
+    """The README's own form (--output_dir=name, relative to the working directory); the run asks for 3
+    checkpoints and has 2: a warning."""
+    monkeypatch.chdir(trained["root"])
+    result = call_tool("t2t-relpos-avg-checkpoints", "--output_dir=run", f"--usr_dir={trained['usr']}",
+                       f"--data_dir={trained['data']}")
+    monkeypatch.undo()
     assert result.returncode == 0, result.stderr
     assert "asked to average the last 3 checkpoints but run has only 2" in result.stderr
     assert "Averaged 2 checkpoints (ckpt-10 .. ckpt-20) into run/averaged/ckpt-20" in result.stdout
@@ -275,6 +266,6 @@ def test_exporting_over_a_file_or_into_a_full_directory_is_refused(trained, tmp_
         with pytest.raises(errors.T2TRelposError, match=f"{tmp_path / target} {fragment}"):
             export.write_export(None, None, None, None, 20, None, "saved_model", str(tmp_path / target))
     # The trainer's own export of step 20 is there already: exporting it again is refused the same way.
-    result = run_tool("t2t-relpos-export", f"--usr_dir={trained['usr']}", f"--data_dir={trained['data']}",
-                      f"--output_dir={trained['run']}")
+    result = call_tool("t2t-relpos-export", f"--usr_dir={trained['usr']}", f"--data_dir={trained['data']}",
+                       f"--output_dir={trained['run']}")
     one_line_error(result, f"{trained['run']}/export/20 exists and is not empty")
