@@ -348,13 +348,17 @@ def test_cached_decoding_equals_the_full_pass(recurrence_type, position_encoding
 def test_cached_greedy_search_equals_full_prefix_search():
     model = tiny("act", "relative")
     inputs = features()["inputs"]
-    cached, _ = search.greedy(model, inputs, max_length=7)
-    np.testing.assert_array_equal(numpy_of(cached), numpy_of(search.greedy_full_prefix(model, inputs, 7)))
+    # Both compiled (eager, each is a Python loop of ops): the search as one graph, the full pass once per prefix.
+    cached, _ = tf.function(lambda x: search.greedy(model, x, max_length=7), autograph=False)(inputs)
+    decode = tf.function(lambda *args: model.decode(*args, training=False), reduce_retracing=True, autograph=False)
+    uncached = search.greedy_full_prefix(model, inputs, 7, decode_fn=decode)
+    np.testing.assert_array_equal(numpy_of(cached), numpy_of(uncached))
 
 
 def test_beam_search_reorders_every_step_cache():
     model = tiny("act", "both", "sepconv")
-    ids, scores = search.beam_search(model, features()["inputs"], max_length=5, beam_size=2)
+    beam = tf.function(lambda x: search.beam_search(model, x, max_length=5, beam_size=2), autograph=False)
+    ids, scores = beam(features()["inputs"])
     assert tuple(ids.shape) == (3, 2, 5) and np.isfinite(numpy_of(scores)).all()
 
 
