@@ -93,7 +93,6 @@ setup(
     },
     entry_points={"console_scripts": [f"{name}={target}" for name, target in _SCRIPTS.items()]},
     classifiers=[
-        "License :: OSI Approved :: Apache Software License",
         "Programming Language :: Python :: 3",
         *(f"Programming Language :: Python :: 3.{minor}" for minor in range(10, 14)),  # As python_requires.
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
