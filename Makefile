@@ -30,8 +30,7 @@ $(STAMP): $(DEMO_STAMP)
 # Train a relative-position Transformer (transformer_demo_rel) to reverse digit strings of length 1-20 (generated,
 # no download), decode 200 new strings of those lengths (sequence accuracy 0.985 on 2026-12-03), then 200
 # evaluation strings of length up to 200 (accuracy by length: how far it generalises beyond the training lengths).
-# About 4 CPU-minutes
-# in all: 2.5-3 minutes on 2 idle cores, more on a busy machine.
+# About 4 CPU-minutes in all: 2.5-3 minutes on 2 idle cores, more on a busy machine.
 # Running it again resumes (or just re-evaluates) the run in $(DEMO_DIR).
 demo: $(DEMO_STAMP)
 	@echo "== 1/3 Training a relative-position Transformer to reverse digit strings of length 1-20 ($(DEMO_STEPS) steps);"
