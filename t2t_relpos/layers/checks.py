@@ -32,11 +32,7 @@ def static_shape(x):
     """The shape of `x` as a tuple of ints or None (unknown), for tensors, arrays and nested lists; None when
     even its rank is unknown (a traced tensor of unknown rank)."""
     shape = getattr(x, "shape", None)
-    if shape is None:
-        shape = np.shape(x)
-    if getattr(shape, "rank", 0) is None:
-        return None
-    return tuple(None if d is None else int(d) for d in shape)
+    return shape_tuple(np.shape(x) if shape is None else shape)
 
 
 def check_shape(name, x, expected, broadcast=False, hint=""):
