@@ -206,6 +206,10 @@ class TransformerEncoderBlock(_BlockBase):
 class TransformerDecoderBlock(_BlockBase):
     """Causal self-attention (relative when configured), plain attention to the encoder, feed-forward.
 
+    With `use_cross_attention=False` the block has no attention to an encoder (the block of a decoder-only
+    language model, tensor2tensor's `transformer` on a problem without inputs): self-attention and the
+    feed-forward network only, and `encoder_output` must be None.
+
     Call arguments:
         x: `[B, T, hidden_size]` decoder states.
         encoder_output: `[B, S, hidden_size]`, or None when `cross_cache` holds its keys and values.
@@ -226,21 +230,25 @@ class TransformerDecoderBlock(_BlockBase):
     (2, 5, 16)
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, use_cross_attention=True, **kwargs):
         super().__init__(*args, **kwargs)
+        self.use_cross_attention = bool(use_cross_attention)
         self.self_attention = self._attention("self_attention", relative=True)
         self.self_attention_norm = self._norm("self_attention_norm")
-        self.cross_attention = self._attention("cross_attention", relative=False)
-        self.cross_attention_norm = self._norm("cross_attention_norm")
+        self.cross_attention = self.cross_attention_norm = None
+        if self.use_cross_attention:
+            self.cross_attention = self._attention("cross_attention", relative=False)
+            self.cross_attention_norm = self._norm("cross_attention_norm")
         self.feed_forward = self._feed_forward()
         self.feed_forward_norm = self._norm("feed_forward_norm")
 
     def build(self, x_shape, encoder_output_shape=None):
         self.check_input("x", shape=x_shape)
         self.self_attention.build(x_shape)
-        self.cross_attention.build(x_shape, encoder_output_shape or x_shape)
-        for layer in (self.self_attention_norm, self.cross_attention_norm, self.feed_forward,
-                      self.feed_forward_norm):
+        if self.use_cross_attention:
+            self.cross_attention.build(x_shape, encoder_output_shape or x_shape)
+            self.cross_attention_norm.build(x_shape)
+        for layer in (self.self_attention_norm, self.feed_forward, self.feed_forward_norm):
             layer.build(x_shape)
 
     def init_cache(self, batch_size, max_length, dtype=None):
@@ -248,9 +256,21 @@ class TransformerDecoderBlock(_BlockBase):
 
     def compute_cross_cache(self, encoder_output):
         """The encoder's keys and values for `cross_cache` (building the block first if it has no weights)."""
+        self._check_encoder(encoder_output)
         if not self.built:
             self.build((None, None, self.hidden_size), (None, None, encoder_output.shape[-1]))
         return self.cross_attention.compute_key_value(encoder_output)
+
+    def _check_encoder(self, encoder_output):
+        if not self.use_cross_attention and encoder_output is not None:
+            raise ValueError(f"{self.name} has no cross-attention (use_cross_attention=False): it attends to no "
+                             "encoder_output; pass None")
+
+    def cross_attend(self, x, attend_encoder, training):
+        """The residual sublayer of attention to the encoder; `x` itself in a block without one."""
+        if not self.use_cross_attention:
+            return x
+        return self._residual(x, self.cross_attention_norm, attend_encoder, training)
 
     def attend_encoder(self, h, encoder_output, encoder_mask, cross_cache, training):
         """Attention to the encoder: from its precomputed keys/values when `cross_cache` is given."""
@@ -261,6 +281,7 @@ class TransformerDecoderBlock(_BlockBase):
     def call(self, x, encoder_output=None, encoder_mask=None, self_cache=None, cross_cache=None,
              cache_index=None, training=None):
         self.check_input("x", x)
+        self._check_encoder(encoder_output)
 
         def attend_self(h):
             return self.self_attention(h, use_causal_mask=True, cache=self_cache, cache_index=cache_index,
@@ -271,7 +292,12 @@ class TransformerDecoderBlock(_BlockBase):
 
         result = self._residual(x, self.self_attention_norm, attend_self, training)
         x, new_cache = result if self_cache is not None else (result, None)
-        x = self._residual(x, self.cross_attention_norm, attend_encoder, training)
+        x = self.cross_attend(x, attend_encoder, training)
         x = self._residual(x, self.feed_forward_norm, lambda h: self.feed_forward(h, training=training),
                            training)
         return x if new_cache is None else (x, new_cache)
+
+    def get_config(self):
+        config = super().get_config()
+        config["use_cross_attention"] = self.use_cross_attention
+        return config

@@ -41,6 +41,19 @@ def source_mask(encoder_output, encoder_mask=None):
     return encoder_mask
 
 
+def self_caches(decoder, encoder_output, batch_size, max_length, make):
+    """A decoder-only stack's self-attention caches, `make(batch_size)`, after checking its arguments."""
+    if encoder_output is not None:
+        raise ValueError(f"{decoder.name} has no cross-attention (use_cross_attention=False): init_cache takes "
+                         "encoder_output=None and a batch_size")
+    if batch_size is None:
+        raise ValueError(f"{decoder.name} has no encoder to take the batch size from: pass batch_size")
+    if not decoder.built:
+        width = decoder.block_kwargs["hidden_size"]
+        decoder.build((None, None, width))
+    return make(batch_size)
+
+
 def position_offset_layer(position_encoding, position_start_index, max_position_offset, dtype):
     """The stack's `PositionOffset`, or None where nothing is shifted (no offsets, or no absolute signal)."""
     layer = PositionOffset(position_start_index, max_position_offset, dtype=dtype, name="position_offset")
@@ -87,7 +100,8 @@ class _StackBase(keras.layers.Layer):
             heads_share_relative_embeddings=heads_share_relative_embeddings, dropout=dropout,
             attention_dropout=attention_dropout, relu_dropout=relu_dropout, norm_position=norm_position,
             norm_epsilon=norm_epsilon, kernel_initializer=kernel_initializer)
-        self.blocks = [self.block_class(**block_kwargs, dtype=self.dtype_policy, name=f"layer_{i}")
+        self.blocks = [self.block_class(**block_kwargs, **self.extra_block_arguments(), dtype=self.dtype_policy,
+                                        name=f"layer_{i}")
                        for i in range(num_layers)]
         for block in self.blocks:  # tf.train.Checkpoint does not look inside Keras's tracked lists.
             setattr(self, block.name, block)
@@ -96,6 +110,10 @@ class _StackBase(keras.layers.Layer):
         self.final_norm = (keras.layers.LayerNormalization(epsilon=norm_epsilon, dtype=self.dtype_policy,
                                                            name="final_norm")
                            if norm_position == "pre" else None)
+
+    def extra_block_arguments(self):
+        """Block arguments of one kind of stack only (the decoder's `use_cross_attention`)."""
+        return {}
 
     @property
     def uses_absolute_positions(self):
@@ -173,9 +191,13 @@ class TransformerEncoder(_StackBase):
 class TransformerDecoder(_StackBase):
     """`num_layers` decoder blocks: causal self-attention, attention to the encoder, feed-forward.
 
+    With `use_cross_attention=False` it is the decoder of a decoder-only language model: no attention to an
+    encoder, `encoder_output` None, and `init_cache(None, max_length, batch_size=B)`.
+
     Call arguments:
         y: `[B, T, hidden_size]` embedded (right-shifted) targets.
-        encoder_output: `[B, S, hidden_size]`; may be None when `cache` is given.
+        encoder_output: `[B, S, hidden_size]`; may be None when `cache` is given (always None without
+            cross-attention).
         encoder_mask: bool `[B, S]`, False at source padding (default: the Keras mask of `encoder_output`).
         cache: from `init_cache`, for incremental decoding; then `cache_index` is the position of y's first
             step, and the updated cache is returned too.
@@ -199,17 +221,28 @@ class TransformerDecoder(_StackBase):
 
     block_class = TransformerDecoderBlock
 
+    def __init__(self, *args, use_cross_attention=True, **kwargs):
+        self.use_cross_attention = bool(use_cross_attention)  # Read by the parent's __init__.
+        super().__init__(*args, **kwargs)
+
+    def extra_block_arguments(self):
+        return {"use_cross_attention": self.use_cross_attention}
+
     def build(self, y_shape, encoder_output_shape=None):
         for block in self.blocks:
             block.build(y_shape, encoder_output_shape)
         if self.final_norm is not None:
             self.final_norm.build(y_shape)
 
-    def init_cache(self, encoder_output, max_length, encoder_mask=None):
+    def init_cache(self, encoder_output, max_length, encoder_mask=None, batch_size=None):
         """Empty self-attention buffers of `max_length` steps and the encoder's keys/values, per layer.
 
-        `encoder_mask` defaults to the Keras mask of `encoder_output`, else no source padding.
+        `encoder_mask` defaults to the Keras mask of `encoder_output`, else no source padding. Without
+        cross-attention there is no encoder: pass `encoder_output=None` and the `batch_size`.
         """
+        if not self.use_cross_attention:
+            return {"self": self_caches(self, encoder_output, batch_size, max_length,
+                                        lambda batch: [block.init_cache(batch, max_length) for block in self.blocks])}
         if not self.built:  # The encoder's keys/values need the cross-attention weights.
             width = encoder_output.shape[-1]
             self.build((None, None, self.block_kwargs["hidden_size"]), (None, None, width))
@@ -223,7 +256,9 @@ class TransformerDecoder(_StackBase):
 
     def call(self, y, encoder_output=None, encoder_mask=None, cache=None, cache_index=None, training=None,
              position_offset=None):
-        if cache is not None:
+        if not self.use_cross_attention:
+            encoder_mask = None
+        elif cache is not None:
             encoder_mask = cache["encoder_mask"]
         elif encoder_mask is None:
             encoder_mask = keras_mask(encoder_output)
@@ -233,11 +268,16 @@ class TransformerDecoder(_StackBase):
             if cache is None:
                 y = block(y, encoder_output, encoder_mask=encoder_mask, training=training)
             else:
+                cross = cache["cross"][i] if "cross" in cache else None  # None: no cross-attention.
                 y, layer_cache = block(y, encoder_mask=encoder_mask, self_cache=cache["self"][i],
-                                       cross_cache=cache["cross"][i], cache_index=cache_index,
-                                       training=training)
+                                       cross_cache=cross, cache_index=cache_index, training=training)
                 new_self.append(layer_cache)
         y = self._finish(y)
         if cache is None:
             return y
-        return y, {"encoder_mask": encoder_mask, "self": new_self, "cross": cache["cross"]}
+        return y, {**cache, "self": new_self}
+
+    def get_config(self):
+        config = super().get_config()
+        config["use_cross_attention"] = self.use_cross_attention
+        return config

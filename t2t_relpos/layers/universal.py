@@ -19,7 +19,7 @@ from keras import ops
 from t2t_relpos.layers.act import ACT_TYPES, AdaptiveComputationTime
 from t2t_relpos.layers.checks import check_int, keras_mask
 from t2t_relpos.layers.position import SinusoidalPositionEncoding, StepEncoding
-from t2t_relpos.layers.transformer_stack import block_arguments, position_offset_layer, source_mask
+from t2t_relpos.layers.transformer_stack import block_arguments, position_offset_layer, self_caches, source_mask
 from t2t_relpos.layers.universal_block import TRANSITION_TYPES, UniversalDecoderBlock, UniversalEncoderBlock
 
 RECURRENCE_TYPES = ("basic", "act")
@@ -58,7 +58,7 @@ class _UniversalBase(keras.layers.Layer):
                  kernel_initializer="glorot_uniform", transition_type="ffn", recurrence_type="basic",
                  act_max_steps=12, act_epsilon=0.01, act_halting_bias_init=1.0, act_type="copy",
                  step_timing_signal_type="sinusoid", position_start_index="none", max_position_offset=None,
-                 **kwargs):
+                 extra_block_arguments=None, **kwargs):
         super().__init__(**kwargs)
         if transition_type not in TRANSITION_TYPES:
             raise ValueError(f"transition_type must be one of {TRANSITION_TYPES}, got {transition_type!r}")
@@ -89,7 +89,7 @@ class _UniversalBase(keras.layers.Layer):
             attention_dropout=attention_dropout, relu_dropout=relu_dropout, norm_position=norm_position,
             norm_epsilon=norm_epsilon, kernel_initializer=kernel_initializer, transition_type=transition_type)
         dtype = self.dtype_policy
-        self.block = self.block_class(**block_kwargs, dtype=dtype, name="block")
+        self.block = self.block_class(**block_kwargs, **(extra_block_arguments or {}), dtype=dtype, name="block")
         self.position_signal = SinusoidalPositionEncoding(dtype=dtype)
         self.position_offset = position_offset_layer(position_encoding, position_start_index,
                                                      max_position_offset, dtype)
@@ -238,6 +238,9 @@ class UniversalTransformerEncoder(_UniversalBase):
 class UniversalTransformerDecoder(_UniversalBase):
     """One decoder block shared over the recurrent steps; it attends to the final encoder state at each step.
 
+    With `use_cross_attention=False` it is the recurrence of a decoder-only language model: the block has no
+    attention to an encoder, `encoder_output` is None, and `init_cache(None, max_length, batch_size=B)`.
+
     Incremental decoding keeps one self-attention cache per recurrent step (the keys and values of step t
     are projections of H^{t-1} + P^t, different at every step) and the encoder's keys and values once (the
     block, hence its cross-attention, is shared by all steps). With ACT every step of every new position is
@@ -280,15 +283,23 @@ class UniversalTransformerDecoder(_UniversalBase):
 
     block_class = UniversalDecoderBlock
 
+    def __init__(self, *args, use_cross_attention=True, **kwargs):
+        self.use_cross_attention = bool(use_cross_attention)
+        super().__init__(*args, extra_block_arguments={"use_cross_attention": self.use_cross_attention}, **kwargs)
+
     def build(self, y_shape, encoder_output_shape=None):
         self.block.build(y_shape, encoder_output_shape)
         self._build_recurrence(y_shape)
 
-    def init_cache(self, encoder_output, max_length, encoder_mask=None):
+    def init_cache(self, encoder_output, max_length, encoder_mask=None, batch_size=None):
         """`max_length` empty self-attention positions per recurrent step, and the encoder's keys/values.
 
-        `encoder_mask` defaults to the Keras mask of `encoder_output`, else no source padding.
+        `encoder_mask` defaults to the Keras mask of `encoder_output`, else no source padding. Without
+        cross-attention there is no encoder: pass `encoder_output=None` and the `batch_size`.
         """
+        if not self.use_cross_attention:
+            return {"self": self_caches(self, encoder_output, batch_size, max_length, lambda batch: [
+                self.block.init_cache(batch, max_length) for _ in range(self.num_steps)])}
         if not self.built:  # The encoder's keys/values need the cross-attention weights.
             width = encoder_output.shape[-1]
             self.build((None, None, self.block_kwargs["hidden_size"]), (None, None, width))
@@ -303,9 +314,11 @@ class UniversalTransformerDecoder(_UniversalBase):
     def call(self, y, encoder_output=None, encoder_mask=None, padding_mask=None, cache=None, cache_index=None,
              training=None, return_ponder_times=False, position_offset=None):
         if cache is not None:
-            encoder_mask = cache["encoder_mask"]
-            cross = cache["cross"]
+            encoder_mask = cache.get("encoder_mask")
+            cross = cache.get("cross")
             new_self = list(cache["self"])
+        elif not self.use_cross_attention:
+            cross = None
         else:
             if encoder_mask is None:
                 encoder_mask = keras_mask(encoder_output)
@@ -329,8 +342,13 @@ class UniversalTransformerDecoder(_UniversalBase):
         if return_ponder_times:
             results.append(ponder_times)
         if cache is not None:
-            results.append({"encoder_mask": encoder_mask, "self": new_self, "cross": cross})
+            results.append({**cache, "self": new_self})
         return results[0] if len(results) == 1 else tuple(results)
+
+    def get_config(self):
+        config = super().get_config()
+        config["use_cross_attention"] = self.use_cross_attention
+        return config
 
     def compute_output_spec(self, y, encoder_output=None, encoder_mask=None, padding_mask=None, cache=None,
                             cache_index=None, training=None, return_ponder_times=False, position_offset=None):

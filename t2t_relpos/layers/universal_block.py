@@ -109,6 +109,7 @@ class UniversalDecoderBlock(TransformerDecoderBlock):
     def call(self, x, encoder_output=None, encoder_mask=None, self_cache=None, cross_cache=None,
              cache_index=None, training=None):
         self.check_input("x", x)
+        self._check_encoder(encoder_output)
         attention_cache = None
         if self_cache is not None:
             attention_cache = {"key": self_cache["key"], "value": self_cache["value"]}
@@ -130,7 +131,7 @@ class UniversalDecoderBlock(TransformerDecoderBlock):
 
         result = self._residual(x, self.self_attention_norm, attend_self, training)
         x, new_cache = result if self_cache is not None else (result, None)
-        x = self._residual(x, self.cross_attention_norm, attend_encoder, training)
+        x = self.cross_attend(x, attend_encoder, training)
         result = self._residual(x, self.feed_forward_norm, transition, training)
         if self_cache is None:
             return result

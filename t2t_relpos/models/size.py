@@ -14,7 +14,7 @@ BYTES_PER_WEIGHT = 4  # float32: the variables' type, also with --mixed_precisio
 FALLBACK_MEMORY = 2 ** 40  # Where the machine's memory cannot be read: 1 TiB, more than any model here needs.
 
 
-def block_parameters(architecture, decoder=False):
+def block_parameters(architecture, decoder=False, cross_attention=True):
     """Parameters of one encoder (or decoder) block, by part (names as the refusal says them)."""
     a = architecture
     hidden, heads = a["hidden_size"], a["num_heads"]
@@ -30,7 +30,7 @@ def block_parameters(architecture, decoder=False):
     feed_forward = 0 if a.get("transition_type", "ffn") != "ffn" else 2 * hidden * a["filter_size"] + \
         a["filter_size"] + hidden
     norms = 2 * hidden * 2
-    if decoder:  # Cross-attention (no relations) and its normalization.
+    if decoder and cross_attention:  # Cross-attention (no relations) and its normalization.
         attention *= 2
         norms += 2 * hidden
     return {"the attention projections": attention, "the relative-position tables": tables,
@@ -47,9 +47,15 @@ def parameters(architecture, input_vocab_size, target_vocab_size, encoder_blocks
         shared_embeddings: one embedding table for inputs and targets.
         softmax: a softmax matrix of its own (not shared with the target embedding).
         classifier: a class-label output of `target_vocab_size` labels instead of target embeddings.
+
+    A decoder-only model (a language model) has `input_vocab_size` None, no encoder blocks and no
+    cross-attention.
     """
     hidden = architecture["hidden_size"]
     embeddings, output = "the embeddings", "the softmax"
+    decoder_only = input_vocab_size is None
+    if decoder_only:
+        input_vocab_size, shared_embeddings, encoder_blocks = target_vocab_size, True, 0
     parts = {embeddings: input_vocab_size * hidden, output: 0}
     if classifier:
         parts[output] = (hidden + 1) * target_vocab_size
@@ -58,9 +64,10 @@ def parameters(architecture, input_vocab_size, target_vocab_size, encoder_blocks
             parts[embeddings] += target_vocab_size * hidden
         if softmax:
             parts[output] = hidden * target_vocab_size
-    stacks = [(encoder_blocks, False)] + ([(decoder_blocks, True)] if decoder_blocks else [])
+    stacks = ([(encoder_blocks, False)] if encoder_blocks else []) + ([(decoder_blocks, True)] if decoder_blocks
+                                                                         else [])
     for blocks, decoder in stacks:
-        for name, count in block_parameters(architecture, decoder).items():
+        for name, count in block_parameters(architecture, decoder, cross_attention=not decoder_only).items():
             parts[name] = parts.get(name, 0) + blocks * count
         # A pre-norm stack's final normalization; ACT's halting unit (a Dense of one output).
         parts["the layer normalizations"] += 2 * hidden * (architecture.get("norm_position") == "pre")

@@ -68,14 +68,20 @@ class Transformer(keras.Model):
     as tensor2tensor does, or once per batch for all of them with `position_offset_shared=True`. Inference
     never shifts.
 
+    With `input_vocab_size=None` the model is a decoder-only language model, as tensor2tensor's `transformer`
+    was on a problem without inputs: no encoder and no attention to one; the features hold `"targets"` only
+    and `init_cache` takes the batch size. `num_encoder_layers` is then not read.
+
     The arguments after the vocabulary sizes are the hyperparameters of `ARCHITECTURE_HPARAMS` (see
     `hparams/defaults.py`); `Transformer.from_hparams(hparams, ...)` reads them from an `HParams`.
 
     Args:
-        input_vocab_size, target_vocab_size: Vocabulary sizes (id 0 is padding, 1 end-of-sequence).
+        input_vocab_size, target_vocab_size: Vocabulary sizes (id 0 is padding, 1 end-of-sequence);
+            `input_vocab_size` None: a decoder-only model.
 
     Call arguments:
-        features: dict with int `"inputs"` `[B, S]` and `"targets"` `[B, T]` (EOS-terminated, 0-padded).
+        features: dict with int `"inputs"` `[B, S]` (not with a decoder-only model) and `"targets"` `[B, T]`
+            (0-padded; EOS-terminated, or windows of text for a language model).
         training: Enables dropout.
         return_details: Return `{"logits", "losses", "summaries"}` instead of the logits alone (models with
             auxiliary losses, like the adaptive Universal Transformer, put them there).
@@ -92,6 +98,11 @@ class Transformer(keras.Model):
     >>> features = {"inputs": np.array([[5, 6, 7, 1]]), "targets": np.array([[7, 6, 5, 1]])}
     >>> tuple(model(features).shape)
     (1, 4, 12)
+    >>> language_model = Transformer(input_vocab_size=None, target_vocab_size=12, hidden_size=16,
+    ...                              filter_size=32, num_heads=2, num_decoder_layers=1,
+    ...                              position_encoding="relative", max_relative_position=4)
+    >>> tuple(language_model({"targets": np.array([[5, 6, 7, 8, 9]])}).shape)
+    (1, 5, 12)
     """
 
     def __init__(self, input_vocab_size, target_vocab_size, hidden_size=512, filter_size=2048, num_heads=8,
@@ -124,6 +135,7 @@ class Transformer(keras.Model):
             "max_position_offset": max_position_offset, "position_offset_shared": position_offset_shared,
         }
         self.hidden_size = hidden_size
+        self.decoder_only = input_vocab_size is None
         dtype = self.dtype_policy
         self.shared_position_offset = None
         if position_offset_shared and position_encoding in ("sinusoid", "both"):
@@ -132,14 +144,15 @@ class Transformer(keras.Model):
         self.target_embedding = TokenEmbedding(target_vocab_size, hidden_size, dtype=dtype,
                                                name="target_embedding")
         share_source = shared_embedding_and_softmax_weights and input_vocab_size == target_vocab_size
-        self.input_embedding = (self.target_embedding if share_source else
+        self.input_embedding = (None if self.decoder_only else self.target_embedding if share_source else
                                 TokenEmbedding(input_vocab_size, hidden_size, dtype=dtype,
                                                name="input_embedding"))
         self.softmax = (None if shared_embedding_and_softmax_weights else
                         keras.layers.Dense(target_vocab_size, use_bias=False, dtype=dtype, name="softmax"))
         stack_kwargs = self.stack_arguments()
-        self.encoder = self.make_encoder(num_encoder_layers, stack_kwargs)
-        self.decoder = self.make_decoder(num_decoder_layers, stack_kwargs)
+        self.encoder = None if self.decoder_only else self.make_encoder(num_encoder_layers, stack_kwargs)
+        self.decoder = self.make_decoder(num_decoder_layers,
+                                         {**stack_kwargs, "use_cross_attention": not self.decoder_only})
 
     # -- construction (overridden by the Universal Transformer) -----------------------------------------
     def stack_arguments(self):
@@ -166,7 +179,7 @@ class Transformer(keras.Model):
         (`size.parameters`: a lower bound, close to `count_params()`)."""
         return size.parameters(
             {**self.architecture, **getattr(self, "recurrence", {})}, self.input_vocab_size,
-            self.target_vocab_size, len(getattr(self.encoder, "blocks", [None])),
+            self.target_vocab_size, 0 if self.decoder_only else len(getattr(self.encoder, "blocks", [None])),
             len(getattr(self.decoder, "blocks", [None])),
             shared_embeddings=self.input_embedding is self.target_embedding, softmax=self.softmax is not None)
 
@@ -176,16 +189,19 @@ class Transformer(keras.Model):
         if not self.built:
             size.check_fits(self.parameter_counts())
         width = self.hidden_size
-        for layer in (self.input_embedding, self.target_embedding):
-            build_once(layer)
-        build_once(self.encoder, (None, None, width))
-        build_once(self.decoder, (None, None, width), (None, None, width))
+        build_once(self.target_embedding)
+        if not self.decoder_only:
+            build_once(self.input_embedding)
+            build_once(self.encoder, (None, None, width))
+        build_once(self.decoder, (None, None, width), None if self.decoder_only else (None, None, width))
         if self.softmax is not None:
             build_once(self.softmax, (None, None, width))
 
     # -- the forward pass --------------------------------------------------------------------------------
     def encode(self, inputs, training=None, position_offset=None):
         """`[B, S]` ids -> (encoder output `[B, S, hidden_size]`, bool padding mask `[B, S]`)."""
+        if self.decoder_only:
+            raise ValueError("a decoder-only model (input_vocab_size=None) has no encoder to encode inputs")
         ensure_built(self)
         inputs = check_ids("inputs", inputs)
         mask = ops.not_equal(inputs, PAD_ID)
@@ -193,7 +209,8 @@ class Transformer(keras.Model):
         return self.encoder(x, padding_mask=mask, training=training, position_offset=position_offset), mask
 
     def decode(self, decoder_inputs, encoder_output, encoder_mask, training=None, position_offset=None):
-        """Teacher-forced decoding: `[B, T]` right-shifted ids -> float32 logits `[B, T, V]`."""
+        """Teacher-forced decoding: `[B, T]` right-shifted ids -> float32 logits `[B, T, V]` (a decoder-only
+        model takes None for the encoder's output and mask)."""
         ensure_built(self)
         decoder_inputs = check_ids("decoder inputs", decoder_inputs)
         y = self.decoder(self.target_embedding(decoder_inputs), encoder_output, encoder_mask=encoder_mask,
@@ -207,7 +224,9 @@ class Transformer(keras.Model):
         """
         if self.shared_position_offset is None or training is not True:
             return None
-        lengths = ops.maximum(ops.shape(features["inputs"])[1], ops.shape(features["targets"])[1])
+        lengths = ops.shape(features["targets"])[1]
+        if not self.decoder_only:
+            lengths = ops.maximum(ops.shape(features["inputs"])[1], lengths)
         return self.shared_position_offset(ops.zeros((1, lengths, 1)), training=training)
 
     def logits(self, y):
@@ -215,10 +234,17 @@ class Transformer(keras.Model):
                   else at_positions(self.softmax, y))  # A 2-D matmul (`positionwise`).
         return ops.cast(logits, "float32")
 
+    def feature_names(self):
+        """The features a call reads: `("targets",)` for a decoder-only model, else also `"inputs"`."""
+        return ("targets",) if self.decoder_only else ("inputs", "targets")
+
     def call(self, features, training=None, return_details=False):
-        check_features(features, ("inputs", "targets"))
+        check_features(features, self.feature_names())
         offset = self.shared_offset(features, training)
-        encoder_output, encoder_mask = self.encode(features["inputs"], training=training, position_offset=offset)
+        encoder_output = encoder_mask = None
+        if not self.decoder_only:
+            encoder_output, encoder_mask = self.encode(features["inputs"], training=training,
+                                                       position_offset=offset)
         logits = self.decode(shift_right(features["targets"]), encoder_output, encoder_mask, training=training,
                              position_offset=offset)
         if return_details:
@@ -226,10 +252,13 @@ class Transformer(keras.Model):
         return logits
 
     # -- incremental decoding ----------------------------------------------------------------------------
-    def init_cache(self, encoder_output, encoder_mask, max_length):
-        """Decoder state for `decode_step`: empty self-attention buffers and the encoder's keys/values."""
+    def init_cache(self, encoder_output, encoder_mask, max_length, batch_size=None):
+        """Decoder state for `decode_step`: empty self-attention buffers and the encoder's keys/values.
+
+        A decoder-only model takes None for the encoder's output and mask, and the `batch_size`.
+        """
         ensure_built(self)
-        return self.decoder.init_cache(encoder_output, max_length, encoder_mask)
+        return self.decoder.init_cache(encoder_output, max_length, encoder_mask, batch_size=batch_size)
 
     def decode_step(self, ids, cache, index):
         """Decodes `[B, n]` ids at positions `index .. index + n - 1` -> (logits `[B, n, V]`, new cache).

@@ -62,7 +62,8 @@ class UniversalTransformer(RecurrentEncoderMixin, Transformer):
     With `recurrence_type="act"`, `call(..., return_details=True)` returns the ponder loss
     `act_loss_weight * (encoder ponder cost + decoder ponder cost)` in `"losses"` (each cost the mean N + R
     over non-padding positions), the mean ponder times in `"summaries"`, and the per-position ponder times
-    in `"ponder_times"` (`{"encoder": [B, S], "decoder": [B, T]}`, any recurrence type).
+    in `"ponder_times"` (`{"encoder": [B, S], "decoder": [B, T]}`, any recurrence type). A decoder-only
+    model (`input_vocab_size=None`, see `Transformer`) has the decoder's alone.
 
     `num_rec_steps`, `recurrence_type`, `transition_type`, `act_max_steps`, `act_epsilon`,
     `act_halting_bias_init` and `step_timing_signal_type` are those of `UniversalTransformerEncoder`.
@@ -112,11 +113,13 @@ class UniversalTransformer(RecurrentEncoderMixin, Transformer):
         return self.encode_with_ponder_times(inputs, training=False)[2]
 
     def call(self, features, training=None, return_details=False):
-        check_features(features, ("inputs", "targets"))
+        check_features(features, self.feature_names())
         targets = features["targets"]
         offset = self.shared_offset(features, training)
-        encoder_output, encoder_mask, encoder_ponder = self.encode_with_ponder_times(
-            features["inputs"], training=training, position_offset=offset)
+        encoder_output = encoder_mask = encoder_ponder = None
+        if not self.decoder_only:
+            encoder_output, encoder_mask, encoder_ponder = self.encode_with_ponder_times(
+                features["inputs"], training=training, position_offset=offset)
         # Decoder position i predicts targets[i], so the target mask says which positions are padding.
         target_mask = ops.not_equal(targets, PAD_ID)
         y, decoder_ponder = self.decoder(self.target_embedding(shift_right(targets)), encoder_output,
@@ -125,12 +128,15 @@ class UniversalTransformer(RecurrentEncoderMixin, Transformer):
         logits = self.logits(y)
         if not return_details:
             return logits
-        details = {"logits": logits, "losses": {}, "summaries": {},
-                   "ponder_times": {"encoder": encoder_ponder, "decoder": decoder_ponder}}
+        ponder_times = {"decoder": decoder_ponder}
+        if not self.decoder_only:
+            ponder_times["encoder"] = encoder_ponder
+        details = {"logits": logits, "losses": {}, "summaries": {}, "ponder_times": ponder_times}
         if self.adaptive:
-            encoder_cost = ponder_cost(encoder_ponder, encoder_mask)
-            decoder_cost = ponder_cost(decoder_ponder, target_mask)
-            details["losses"]["act_loss"] = self.act_loss_weight * (encoder_cost + decoder_cost)
-            details["summaries"]["encoder_ponder_time"] = encoder_cost
-            details["summaries"]["decoder_ponder_time"] = decoder_cost
+            costs = {"decoder": ponder_cost(decoder_ponder, target_mask)}
+            if not self.decoder_only:
+                costs["encoder"] = ponder_cost(encoder_ponder, encoder_mask)
+            details["losses"]["act_loss"] = self.act_loss_weight * sum(costs.values())
+            for name, cost in costs.items():
+                details["summaries"][f"{name}_ponder_time"] = cost
         return details
