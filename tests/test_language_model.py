@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import pytest
 
+from t2t_relpos.decoding import generation
 from t2t_relpos.models.transformer import Transformer, shift_right
 from t2t_relpos.models.universal_transformer import UniversalTransformer
 from t2t_relpos.training import losses
@@ -97,3 +98,71 @@ def test_a_decoder_only_model_refuses_inputs_and_encoders():
         model.init_cache(None, None, 4)
     with pytest.raises(ValueError, match="no cross-attention"):
         model.decoder(np.zeros((1, 2, 16), "float32"), np.zeros((1, 3, 16), "float32"))
+
+
+# -- generation --------------------------------------------------------------------------------------------
+def scrambled(kind, position_encoding, seed=4):
+    """A model whose random weights are large enough that greedy continuations vary from step to step (with
+    seed 4 some end early, in EOS)."""
+    model = language_model(kind, position_encoding)
+    model.build()
+    rng = np.random.RandomState(seed)
+    for weight in model.weights:
+        if len(weight.shape) > 1:  # Projections, embeddings and relation tables; norms stay as they are.
+            weight.assign(rng.normal(0.0, 0.7, weight.shape).astype("float32"))
+    return model
+
+
+def full_pass_greedy(model, prompt, max_new_tokens):
+    """Greedy continuation with no cache: the whole text through the model at every step."""
+    text, out = list(prompt), []
+    for _ in range(max_new_tokens):
+        logits = keras.ops.convert_to_numpy(model({"targets": np.array([text + [2]], np.int32)}))[0, len(text)]
+        logits[0] = -np.inf  # Decoding never emits padding.
+        token = int(np.argmax(logits))
+        if token == 1:
+            break
+        out.append(token)
+        text.append(token)
+    return out
+
+
+PROMPTS = [[5, 6, 7], [], [4], [8, 9, 10, 3, 2], [5, 6, 7]]
+
+
+@pytest.mark.parametrize("kind,position_encoding,seed", [("transformer", "relative", 4), ("act", "sinusoid", 1)])
+def test_generation_equals_the_full_pass(kind, position_encoding, seed):
+    model = scrambled(kind, position_encoding, seed)
+    generated = generation.generate(model, PROMPTS, max_new_tokens=6, batch_size=2)
+    assert [ids for ids, _ in generated] == [full_pass_greedy(model, p, 6) for p in PROMPTS]
+    assert len({tuple(ids) for ids, _ in generated}) > 2  # Not one degenerate output.
+    # Prompts of several lengths in one batch: the longer ones are forced through their prompts, exactly.
+    batch = np.zeros((len(PROMPTS), 5), np.int32)
+    for row, prompt in enumerate(PROMPTS):
+        batch[row, :len(prompt)] = prompt
+    ids, scores = generation.continue_prompts(model, batch, 6)
+    for row, (expected, score) in enumerate(generated):
+        assert [t for t in keras.ops.convert_to_numpy(ids)[row, 0] if t > 1] == expected
+        assert float(keras.ops.convert_to_numpy(scores)[row, 0]) == pytest.approx(score, abs=1e-4)
+
+
+def test_beam_search_and_sampling_continue_prompts():
+    model = scrambled("transformer", "relative")
+    greedy = generation.generate(model, [[5, 6, 7]], max_new_tokens=5)[0]
+    beam = generation.generate(model, [[5, 6, 7]], max_new_tokens=5, beam_size=4)[0]
+    assert beam[1] >= greedy[1] - 1e-5  # alpha = 0: the beam's best is at least as probable as greedy's.
+    assert generation.generate(model, [[5, 6, 7]], max_new_tokens=5, temperature=1.0, top_k=1, seed=4)[0][0] \
+        == greedy[0]
+    samples = {tuple(generation.generate(model, [[5]], 6, temperature=2.0, seed=s)[0][0]) for s in range(6)}
+    assert len(samples) > 1
+
+
+def test_generation_refuses_what_cannot_be_continued():
+    model = scrambled("transformer", "relative")
+    with pytest.raises(ValueError, match="reserved id"):
+        generation.generate(model, [[5, 1, 6]], 3)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        generation.generate(model, [[5]], -1)
+    translator_model = Transformer(12, VOCAB, hidden_size=16, filter_size=24, num_heads=2)
+    with pytest.raises(ValueError, match="decoder-only"):
+        generation.generate(translator_model, [[5]], 3)
