@@ -9,7 +9,8 @@ import keras
 import numpy as np
 import pytest
 
-from t2t_relpos.decoding import generation
+from t2t_relpos import errors
+from t2t_relpos.decoding import generation, lm_scoring
 from t2t_relpos.models.transformer import Transformer, shift_right
 from t2t_relpos.models.universal_transformer import UniversalTransformer
 from t2t_relpos.training import losses
@@ -166,3 +167,30 @@ def test_generation_refuses_what_cannot_be_continued():
     translator_model = Transformer(12, VOCAB, hidden_size=16, filter_size=24, num_heads=2)
     with pytest.raises(ValueError, match="decoder-only"):
         generation.generate(translator_model, [[5]], 3)
+
+
+# -- scoring a text ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("window,stride", [(4, 4), (4, 1), (5, 3), (30, 30)])
+def test_sliding_windows_score_every_token_once_with_the_windows_context(window, stride):
+    model = scrambled("transformer", "relative")
+    text = ids(batch=1, length=13, seed=5)[0]
+    result = lm_scoring.score_ids(lm_scoring.model_scorer(model), text, window, stride, batch_size=2)
+    # Reference: token j scored by the model reading the window that scores it, from that window's start.
+    expected = 0.0
+    for start, end, first in lm_scoring.windows(len(text), window, stride):
+        log_probs = keras.ops.convert_to_numpy(keras.ops.log_softmax(model({"targets": text[None, start:end]})))
+        expected -= sum(log_probs[0, j - start, text[j]] for j in range(first, end))
+    assert result["tokens"] == len(text)
+    assert result["nll"] == pytest.approx(expected, rel=1e-5)
+    assert result["perplexity"] == pytest.approx(math.exp(expected / len(text)), rel=1e-5)
+    covered = [j for _, end, first in lm_scoring.windows(len(text), window, stride) for j in range(first, end)]
+    assert covered == list(range(len(text)))
+
+
+def test_scoring_refuses_windows_that_cannot_score():
+    with pytest.raises(ValueError, match="stride 5 is longer than the window 4"):
+        lm_scoring.windows(10, 4, 5)
+    with pytest.raises(ValueError, match="window must be an integer >= 1"):
+        lm_scoring.windows(10, 0, 1)
+    with pytest.raises(errors.DataError, match="no tokens"):
+        lm_scoring.score_ids(lambda x: x, [], 4)

@@ -205,7 +205,8 @@ class Trainer:
                 objective = self.optimizer.scale_loss(objective)
         grads = tape.gradient(objective, variables)
         stats = {"loss_sum": loss_sum, "tokens": tokens, "correct": correct,
-                 "source_tokens": tf.reduce_sum(tf.cast(tf.not_equal(batch["inputs"], 0), tf.float32))}
+                 "source_tokens": (tf.reduce_sum(tf.cast(tf.not_equal(batch["inputs"], 0), tf.float32))
+                                   if "inputs" in batch else tf.zeros([]))}  # A language model reads none.
         for name, value in {**details["losses"], **details["summaries"]}.items():
             stats[f"summary/{name}"] = tf.cast(value, tf.float32) * tokens  # Token-weighted, like the loss.
         return grads, stats
@@ -368,6 +369,7 @@ class Trainer:
     # -- evaluation --------------------------------------------------------------------------------------
     def evaluate(self, split="eval", max_batches=None):
         """Teacher-forced metrics on a split: loss, accuracy, accuracy_per_sequence, neg_log_perplexity, ...
+        and, from neg_log_perplexity, perplexity (and bits_per_character on a character-level problem).
 
         A stop asked for during training (SIGINT/SIGTERM) ends it between batches, with no metrics: a whole
         evaluation split may take longer than a scheduler waits after its SIGTERM.
@@ -390,6 +392,7 @@ class Trainer:
             return {}
         metrics = {name[:-4]: totals[name] / max(totals[name[:-4] + "_den"], 1.0)
                    for name in totals if name.endswith("_num")}
+        metrics.update(perplexities(metrics, getattr(self.problem, "characters", False)))
         if self.is_chief:
             self._write_summaries("eval", metrics, self.step)
             if getattr(self.model, "adaptive", False):
@@ -554,6 +557,18 @@ class _Progress:
         except OSError:
             self.verbose = self.interactive = False
             self.bar = None
+
+
+def perplexities(metrics, characters=False):
+    """What the mean per-token log-likelihood `neg_log_perplexity` (nats) says: `perplexity`, its exp of minus,
+    and, for a character-level problem, `bits_per_character` (minus it in bits). Empty without it."""
+    if "neg_log_perplexity" not in metrics:
+        return {}
+    nats = -float(metrics["neg_log_perplexity"])
+    out = {"perplexity": math.exp(min(nats, 700.0))}  # exp(700) is near float64's largest.
+    if characters:
+        out["bits_per_character"] = nats / math.log(2.0)
+    return out
 
 
 def _format(metrics):
