@@ -3,7 +3,9 @@
 A problem yields examples `{"inputs": int32 [length], "targets": int32 [length]}`, each sequence ending in
 `EOS_ID` (a classification problem's targets are one label id, `[label]`, without EOS), for the splits "train"
 (infinite), "eval" and "test" (finite and the same on every call). The ids 0 and 1 are reserved in every
-vocabulary: 0 pads batches, 1 ends a sequence.
+vocabulary: 0 pads batches, 1 ends a sequence. A problem without inputs (`has_inputs = False`: a language
+model, see `t2t_relpos.problems.languagemodel`) yields `{"targets": int32 [length]}` alone, windows of a text
+that end in EOS only where a document does, and has a "targets" encoder alone.
 
 Subclasses implement `feature_encoders` and `_dataset`; the rest has sensible defaults:
 
@@ -158,12 +160,17 @@ class Problem(abc.ABC):
     Attributes:
         shared_vocab: True when inputs and targets use one vocabulary (the model may then tie embeddings).
         eval_metrics: Names of the metrics computed on teacher-forced evaluation.
-        decode_metric: The metric of decoded output that judges the model ("accuracy" or "bleu").
+        decode_metric: The metric of decoded output that judges the model ("accuracy", "bleu",
+            "answer_accuracy", or "perplexity" for a language model, which is judged by its likelihood).
         allow_download: Whether `generate_data` may download raw data that is not in `tmp_dir`.
         has_tasks: Whether the training data mixes tasks that `hparams.task_repeats` can weigh (bAbI's joint
             problems); problems without refuse the hparam.
+        has_inputs: False for a problem without inputs (a language model): its examples and its
+            `feature_encoders` have "targets" alone, `vocab_sizes` gives `(None, target_vocab_size)`, and the
+            models run their decoder alone.
     """
 
+    has_inputs = True
     shared_vocab = False
     eval_metrics = ("accuracy", "accuracy_per_sequence", "neg_log_perplexity")
     decode_metric = "accuracy"
@@ -184,12 +191,15 @@ class Problem(abc.ABC):
 
     @abc.abstractmethod
     def feature_encoders(self, data_dir=None):
-        """Returns `{"inputs": TextEncoder, "targets": TextEncoder}` (vocabularies may live in `data_dir`)."""
+        """Returns `{"inputs": TextEncoder, "targets": TextEncoder}`, or `{"targets": TextEncoder}` alone where
+        `has_inputs` is False (vocabularies may live in `data_dir`)."""
 
     def vocab_sizes(self, data_dir=None):
-        """Returns `(input_vocab_size, target_vocab_size)`, reserved ids included."""
+        """Returns `(input_vocab_size, target_vocab_size)`, reserved ids included; the input size is None for a
+        problem without an "inputs" encoder (`has_inputs` False)."""
         encoders = self.feature_encoders(data_dir)
-        return encoders["inputs"].vocab_size, encoders["targets"].vocab_size
+        inputs = encoders["inputs"].vocab_size if "inputs" in encoders else None
+        return inputs, encoders["targets"].vocab_size
 
     def model_arguments(self, data_dir=None):
         """Model constructor arguments that the data fixes (e.g. `{"fact_width": 12}` for bAbI's facts layout).
@@ -243,13 +253,14 @@ class Problem(abc.ABC):
 
         Returns:
             A `tf.data.Dataset` of `{"inputs": int32 [None], "targets": int32 [None]}`, each sequence ending
-            in EOS_ID. The train split repeats forever; eval and test are finite and deterministic.
+            in EOS_ID, or of `{"targets": int32 [None]}` alone for a problem without inputs (`has_inputs`).
+            The train split repeats forever; eval and test are finite and deterministic.
         """
         seed = _checked(split, seed, num_shards, shard_index)
         self.check_hparams(hparams)
         examples = self._dataset(split, data_dir, seed, num_shards, shard_index,
                                  **self.dataset_options(split, hparams))
-        return _check_element_spec(examples, type(self).__name__)
+        return _check_element_spec(examples, type(self).__name__, self.has_inputs)
 
     def dataset_options(self, split, hparams):
         """Extra keyword arguments for `_dataset` that a problem reads from the run's `hparams` (none here)."""
@@ -266,7 +277,8 @@ class Problem(abc.ABC):
 
         Returns:
             None, or a `tf.data.Dataset` of `{"inputs": int32 ragged [n, (length)], "targets": ...}` (int64
-            row splits; n varies): the examples `dataset` gives, in the same order for eval and test.
+            row splits; n varies; "targets" alone without inputs): the examples `dataset` gives, in the same
+            order for eval and test.
         """
         seed = _checked(split, seed, num_shards, shard_index)
         self.check_hparams(hparams)
@@ -292,8 +304,9 @@ def _checked(split, seed, num_shards, shard_index):
     return None if seed is None else int(seed)
 
 
-def _check_element_spec(examples, owner):
-    """Fails early, naming the problem, if a subclass yields something the pipeline cannot batch.
+def _check_element_spec(examples, owner, has_inputs=True):
+    """Fails early, naming the problem, if a subclass yields something the pipeline cannot batch: dicts with
+    "inputs" and "targets", or, without inputs (`has_inputs` False), "targets" and no "inputs".
 
     Integer ids of another dtype (e.g. int64 from numpy) are cast to int32.
     """
@@ -302,11 +315,14 @@ def _check_element_spec(examples, owner):
     from t2t_relpos import errors  # pylint: disable=import-outside-toplevel
 
     spec = examples.element_spec
-    ok = isinstance(spec, dict) and {"inputs", "targets"} <= set(spec) and all(
+    keys = isinstance(spec, dict) and ({"inputs", "targets"} <= set(spec) if has_inputs
+                                       else "targets" in spec and "inputs" not in spec)
+    ok = keys and all(
         isinstance(s, tf.TensorSpec) and s.dtype.is_integer and s.shape.rank == 1 for s in spec.values())
     if not ok:
-        raise errors.DataError(f"{owner}._dataset must yield dicts with 'inputs' and 'targets' as integer "
-                               f"[None] tensors, got {spec}")
+        wanted = "'inputs' and 'targets'" if has_inputs else "'targets' (and no 'inputs': it has none)"
+        raise errors.DataError(f"{owner}._dataset must yield dicts with {wanted} as integer [None] tensors, got "
+                               f"{spec}")
     if any(s.dtype != tf.int32 for s in spec.values()):
         examples = examples.map(tf.autograph.experimental.do_not_convert(
             lambda example: {k: tf.cast(v, tf.int32) for k, v in example.items()}))

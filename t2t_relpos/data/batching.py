@@ -2,8 +2,8 @@
 
 Examples are grouped by length into geometric buckets; a bucket whose sequences are at most `m` tokens long
 gets `batch_size // m` rows, so every batch holds at most `batch_size` tokens, padding included (the length
-of an example is that of its longest feature). Short sentences thus come in many rows, long ones in few,
-and little compute is spent on padding.
+of an example is that of its longest feature, whatever features it has: "inputs" and "targets", or "targets"
+alone). Short sentences thus come in many rows, long ones in few, and little compute is spent on padding.
 """
 
 import dataclasses
@@ -106,7 +106,8 @@ def batch_examples(examples, batch_size, max_length, min_length=8, length_bucket
     bucket's last, partial batch is emitted, so every example is in exactly one batch.
 
     Args:
-        examples: A dataset of dicts of 1-D tensors (e.g. {"inputs": int32 [None], "targets": int32 [None]}).
+        examples: A dataset of dicts of 1-D tensors (e.g. {"inputs": int32 [None], "targets": int32 [None]},
+            or {"targets": int32 [None]} alone).
         batch_size: Token budget per batch: rows x padded length <= batch_size, except a single example longer
             than the budget, which forms a batch alone.
         max_length: Buckets cover lengths up to this.

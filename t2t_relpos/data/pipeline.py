@@ -41,7 +41,8 @@ def input_dataset(problem, hparams, split, data_dir=None, seed=None, num_shards=
 
     Returns:
         A `tf.data.Dataset` of `{"inputs": int32 [rows, length], "targets": int32 [rows, length]}` padded with
-        PAD_ID: infinite for "train", finite for "eval" and "test".
+        PAD_ID, or of `{"targets": int32 [rows, length]}` alone for a problem without inputs (a language
+        model's windows): infinite for "train", finite for "eval" and "test".
     """
     if isinstance(problem, str):
         problem = registry.problem(problem)
