@@ -59,6 +59,47 @@ class SymbolTokenizer(tf.Module):
         return tf.strings.reduce_join(ragged, axis=1, separator=" ")
 
 
+class CharacterTokenizer(tf.Module):
+    """The graph twin of `character_vocab.CharacterEncoder`: one id per character, whitespace included.
+
+    Characters have ids from `NUM_RESERVED_IDS + 1`; a character outside the vocabulary is `NUM_RESERVED_IDS`
+    (UNK), which detokenizes to U+FFFD.
+
+    Args:
+        characters: The vocabulary's characters, in id order.
+
+    Example:
+
+    >>> tokenizer = CharacterTokenizer(["\\n", " ", "a", "b"])
+    >>> tokenizer.tokenize(tf.constant(["ab a\\n", "c"])).to_list()
+    [[5, 6, 4, 5, 3], [2]]
+    >>> tokenizer.detokenize(tf.constant([[5, 2, 3, 1, 4]])).numpy()[0].decode("utf-8")
+    'a�\\n'
+    """
+
+    def __init__(self, characters, name=None):
+        super().__init__(name=name)
+        characters = list(characters)
+        unk = NUM_RESERVED_IDS
+        self._characters = tf.constant([""] * NUM_RESERVED_IDS + ["\ufffd"] + characters)
+        ids = tf.range(unk + 1, unk + 1 + len(characters), dtype=tf.int64)
+        self._table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(tf.constant(characters, tf.string), ids), default_value=unk)
+
+    def tokenize(self, texts):
+        """strings `[B]` -> int32 RaggedTensor `[B, (n)]` (no EOS), unknown characters as UNK."""
+        pieces = tf.strings.unicode_split(texts, "UTF-8")
+        return tf.cast(tf.ragged.map_flat_values(self._table.lookup, pieces), tf.int32)
+
+    def detokenize(self, ids):
+        """int ids `[B, n]` -> strings `[B]`: characters up to the first EOS, padding skipped."""
+        ids = tf.cast(ids, tf.int32)
+        before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=1), 0)
+        keep = tf.logical_and(before_eos, tf.not_equal(ids, PAD_ID))
+        pieces = tf.where(keep, tf.gather(self._characters, tf.where(keep, ids, PAD_ID)), "")
+        return tf.strings.reduce_join(pieces, axis=1)
+
+
 class SentencePieceTokenizer(tf.Module):
     """The graph twin of `SentencePieceEncoder`, with tensorflow-text's SentencePiece op (savable).
 
