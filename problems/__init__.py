@@ -5,6 +5,8 @@
 from t2t_relpos.problems import (  # pylint: disable=unused-import
     algorithmic,
     babi,
+    languagemodel_local,
+    languagemodel_shakespeare,
     learning_to_execute,
     translate_local,
     translate_wmt,

@@ -196,6 +196,8 @@ _PROBLEM_GROUPS = (("t2t_relpos.problems.translate", "Translation (datagen prepa
                    ("t2t_relpos.problems.algorithmic", "Algorithmic (generated on the fly, nothing to prepare)"),
                    ("t2t_relpos.problems.learning_to_execute", "Learning to Execute (generated programs and digit "
                                                                "strings, nothing to prepare)"),
+                   ("t2t_relpos.problems.languagemodel", "Language models (no inputs; datagen prepares them; your "
+                                                         "own text: languagemodel_local)"),
                    ("t2t_relpos.problems.babi", "bAbI question answering"))
 _HPARAMS_GROUPS = (("adaptive_universal_transformer", "Adaptive Universal Transformer (ACT)"),
                    ("universal_transformer", "Universal Transformer (fixed number of steps)"),
