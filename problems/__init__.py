@@ -3,8 +3,10 @@
 # Imported for their registrations: `registry.problem("algorithmic_reverse_decimal40")` works once the
 # package is imported. None of these imports TensorFlow (listing problems stays quick).
 from t2t_relpos.problems import (  # pylint: disable=unused-import
+    agreement,
     algorithmic,
     babi,
+    lambada,
     languagemodel_local,
     languagemodel_shakespeare,
     learning_to_execute,
