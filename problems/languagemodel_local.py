@@ -75,12 +75,18 @@ class LocalText(languagemodel.LanguageModelProblem):
 
 @registry.register_problem("languagemodel_local")
 class LanguagemodelLocal(LocalText, languagemodel.SentencePieceLanguageModel):
-    """A language model of your own text (see `LocalText`) with a SentencePiece vocabulary; its settings in
-    `<tmp_dir>/languagemodel_local.json` (see `SentencePieceLanguageModel`)."""
+    """A language model of your own text with a SentencePiece vocabulary.
+
+    The files are `LocalText`'s; the settings, in `<tmp_dir>/languagemodel_local.json`, those of
+    `SentencePieceLanguageModel`.
+    """
 
 
 @registry.register_problem("languagemodel_local_characters")
 class LanguagemodelLocalCharacters(LocalText, languagemodel.CharacterLanguageModel):
-    """A character-level language model of your own text (see `LocalText`); the vocabulary is the characters of
-    train.txt, newlines inside a document included."""
+    """A character-level language model of your own text.
+
+    The files are `LocalText`'s; the vocabulary is the characters of train.txt, newlines inside a document
+    included.
+    """
 

@@ -48,10 +48,11 @@ SHAKESPEARE_TRAIN_SHARE = 0.9
 
 @registry.register_problem("languagemodel_shakespeare_characters")
 class LanguagemodelShakespeareCharacters(languagemodel.CharacterLanguageModel):
-    """Character-level Tiny Shakespeare (Karpathy's char-rnn corpus, 1.1M characters), split 90/10 as nanoGPT does.
+    """Character-level Tiny Shakespeare, split 90/10 as nanoGPT does.
 
-    nanoGPT's `shakespeare_char` split: the first 90% of the characters for training, the last 10% for eval;
-    test is the same last 10% (the corpus has no third part). The name is ours: tensor2tensor had no such problem.
+    Karpathy's char-rnn corpus, 1.1M characters, in nanoGPT's `shakespeare_char` split: the first 90% of the
+    characters for training, the last 10% for eval; test is the same last 10% (the corpus has no third part).
+    The name is ours: tensor2tensor had no such problem.
 
     The whole text is one document, not split at blank lines (they separate its speeches); each split's part
     ends in EOS. datagen reads `tinyshakespeare.txt.gz` (or `tinyshakespeare.txt`, or nanoGPT's name
