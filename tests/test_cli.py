@@ -255,7 +255,8 @@ def test_registry_help_lists_problems_models_and_sets():
     assert "164 problems named babi_qa_<layout>_<tasks>_<subset>:" in text
     assert len(re.findall(r"^ +babi_qa_", text, re.M)) == 3, text  # One example of each kind.
     assert text.index("  Adaptive Universal Transformer (ACT):\n") < text.index("\n  Transformer:\n")
-    assert len(text.splitlines()) < 160 and max(len(line) for line in text.splitlines()) <= 120
+    # About 180 lines with the language-model and Learning-to-Execute families (the bare bAbI names were 164).
+    assert len(text.splitlines()) < 200 and max(len(line) for line in text.splitlines()) <= 120
 
 
 def test_registry_help_imports_no_tensorflow():
