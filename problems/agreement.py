@@ -141,7 +141,7 @@ class SvaLanguageModeling(problem.Problem):
         return {"targets": self._cached(("encoder", data_dir), make)}
 
     def agreement_examples(self, split, data_dir=None):
-        """The split's sentences as `AgreementExample`s, in the split's order."""
+        """The split's sentences, each an `AgreementExample`, in the split's order."""
 
         def make():
             encoder = self.feature_encoders(data_dir)["targets"]

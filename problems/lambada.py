@@ -53,8 +53,10 @@ Passage.__doc__ = """One evaluation passage as ids: `context` the words before t
 
 @registry.register_problem("lambada_lm")
 class LambadaLm(problem.Problem):
-    """LAMBADA as a language model of the training novels, evaluated on the development passages and tested on
-    the test passages (see the module docstring)."""
+    """LAMBADA as a language model of its training novels, tested on the test passages.
+
+    Evaluated on the development passages; the test split's file is `test_file` (see the module docstring).
+    """
 
     has_inputs = False
     eval_metrics = ("accuracy", "neg_log_perplexity")
@@ -115,7 +117,7 @@ class LambadaLm(problem.Problem):
         return {"targets": self._cached(("encoder", data_dir), read)}
 
     def passages(self, split, data_dir=None):
-        """The passages of "eval" or "test" (`Passage`s of ids), in file order; blank lines are skipped."""
+        """The passages of "eval" or "test", each a `Passage` of ids, in file order; blank lines are skipped."""
         if problem.check_split(split) == "train":
             raise ValueError("the training split is novels, not passages: passages are of 'eval' and 'test'")
 
@@ -205,7 +207,9 @@ def novel_windows(paths, encoder, window, seed, shard_index=0):
 
 @registry.register_problem("lambada_lm_control")
 class LambadaLmControl(LambadaLm):
-    """LAMBADA as a language model of the training novels, evaluated on the development passages and tested on
-    the control passages."""
+    """LAMBADA as a language model of its training novels, tested on the control passages.
+
+    Evaluated on the development passages, as `lambada_lm`.
+    """
 
     test_file = CONTROL_FILE
