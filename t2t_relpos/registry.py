@@ -198,6 +198,10 @@ _PROBLEM_GROUPS = (("t2t_relpos.problems.translate", "Translation (datagen prepa
                                                                "strings, nothing to prepare)"),
                    ("t2t_relpos.problems.languagemodel", "Language models (no inputs; datagen prepares them; your "
                                                          "own text: languagemodel_local)"),
+                   ("t2t_relpos.problems.lambada", "The UT paper's language-model tasks (their published files "
+                                                   "in --data_dir)"),
+                   ("t2t_relpos.problems.agreement", "The UT paper's language-model tasks (their published files "
+                                                     "in --data_dir)"),
                    ("t2t_relpos.problems.babi", "bAbI question answering"))
 _HPARAMS_GROUPS = (("adaptive_universal_transformer", "Adaptive Universal Transformer (ACT)"),
                    ("universal_transformer", "Universal Transformer (fixed number of steps)"),
