@@ -33,6 +33,7 @@ LONG_FIRST = (
     "tests/test_benchmarks_smoke.py::test_decoding_measure_tiny_length_cached_equals_uncached",
     "tests/test_translate_cli.py::test_train_decode_with_bleu_and_export",
     "tests/test_universal.py::test_adaptive_tiny_learns_to_copy",
+    "tests/test_language_model.py::test_a_tiny_language_model_learns_a_repeated_text_and_continues_it",
     "tests/test_training.py::test_the_step_compiled_with_xla_and_in_mixed_precision_matches_the_graph",
     "tests/test_faults_workers.py::test_a_lost_worker_ends_the_survivor_with_one_line",
     "tests/test_universal.py::test_training_step_under_mirrored_strategy_and_xla",
