@@ -53,7 +53,7 @@ def fail(prog, message, status=USAGE_ERROR, immediately=False):
 # (tests/test_cli_paths.py checks that every string flag of every tool is either here or known not to be a path).
 PATH_FLAGS = ("output_dir", "data_dir", "tmp_dir", "usr_dir", "gin_file", "checkpoint_path", "checkpoints",
               "averaged_dir", "export_dir", "decode_from_file", "decode_to_file", "decode_reference",
-              "decode_ponder_plot")
+              "decode_ponder_plot", "score_file")
 
 
 def expand_paths(flag_values=FLAGS):

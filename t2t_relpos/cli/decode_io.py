@@ -22,13 +22,13 @@ from t2t_relpos.decoding import translator as translator_lib
 CHUNK_BATCHES = 16
 
 
-def check_paths(source=None, reference=None, output="-", plot=None):
+def check_paths(source=None, reference=None, output="-", plot=None, scored=None):
     """Fails before the model is loaded when an input is not there to read, an output cannot be written (its
     directory is missing or not writable), or an output would overwrite an input or the other output."""
-    for flag, path in (("--decode_from_file", source), ("--decode_reference", reference)):
+    taken = [("--decode_from_file", source), ("--decode_reference", reference), ("--score_file", scored)]
+    for flag, path in taken:
         if path not in (None, "-"):
             _check_input(flag, path)
-    taken = [("--decode_from_file", source), ("--decode_reference", reference)]
     for flag, path in (("--decode_to_file", output), ("--decode_ponder_plot", plot)):
         if path in (None, "-"):
             continue
@@ -170,6 +170,39 @@ def decode_to_file(translator, sources, path, return_beams=False):
     return best
 
 
+def continue_to_file(continuer, prompts, path):
+    """Continues each of `prompts` (text; a language model's `lm_decode.Continuer`), writing one continuation a
+    line (`lm_decode.escape`), in order, chunk by chunk as `decode_to_file` does. Returns the continuations."""
+    from t2t_relpos.cli import lm_decode  # pylint: disable=import-outside-toplevel
+
+    encoded = []
+    for number, line in enumerate(prompts, 1):
+        try:
+            ids, truncated = continuer.encode(line)
+        except ValueError as e:
+            raise errors.DataError(f"line {number}: {e}") from None
+        if truncated:
+            logging.warning("line %d has more than %d tokens; only its last %d are the prompt", number,
+                            continuer.max_input_length, continuer.max_input_length)
+        encoded.append(ids)
+    progress = _Progress(len(prompts))
+    texts = []
+    chunk = continuer.batch_size * CHUNK_BATCHES
+    try:
+        with open_output(path, "the generated output") as out:
+            for start in range(0, len(prompts), chunk):
+                indices = range(start, min(start + chunk, len(prompts)))
+                found = continuer.continue_ids([encoded[i] for i in indices])
+                for i, (ids, _) in zip(indices, found):
+                    texts.append(continuer.decode(encoded[i], ids))
+                    out.write(lm_decode.escape(texts[-1]) + "\n")
+                out.flush()
+                progress.update(indices.stop)
+    finally:
+        progress.close()
+    return texts
+
+
 def _one_line(text):
     """A hypothesis as one line: byte-level vocabularies can emit line breaks (and, with return_beams, tabs),
     which would shift every later line of the output file."""
@@ -206,10 +239,14 @@ def write_ponder_plot(translator, sources, path, rows=16):
     return path
 
 
-def interactive(translator, return_beams=False):
+def interactive(translator, return_beams=False, escaped=False):
     """A read-decode-print loop on the terminal; an empty line or Ctrl-D ends it. Only the outputs go to
-    stdout: the prompt goes to stderr unless stdout is the terminal too."""
-    print("Type a sentence and press Enter (empty line or Ctrl-D to quit).", file=sys.stderr)
+    stdout: the prompt goes to stderr unless stdout is the terminal too. With `escaped` (a language model's
+    prompts), typed lines are read and outputs written with `lm_decode`'s escapes (`\\n` for a newline)."""
+    from t2t_relpos.cli import lm_decode  # pylint: disable=import-outside-toplevel
+
+    what = "a prompt" if escaped else "a sentence"
+    print(f"Type {what} and press Enter (empty line or Ctrl-D to quit).", file=sys.stderr)
     prompt_here = sys.stdout.isatty()  # input() writes its prompt to stdout (with line editing on a terminal).
     while True:
         if not prompt_here:
@@ -226,11 +263,12 @@ def interactive(translator, return_beams=False):
         if not line.strip():
             break
         try:
-            hypotheses = translator.translate([line], return_beams=True)[0]
+            hypotheses = translator.translate([lm_decode.unescape(line) if escaped else line], return_beams=True)[0]
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             continue
         for text, score in (hypotheses if return_beams else hypotheses[:1]):
+            text = lm_decode.escape(text) if escaped else text
             print(f"{text}\t{score:.4f}" if return_beams else text, flush=True)
     return 0
 

@@ -24,6 +24,13 @@ def load_hparams(output_dir):
     return stored.load(output_dir)[0]
 
 
+def load_problem(output_dir):
+    """The problem of the run in `output_dir` (without building anything): what a tool checks its flags
+    against before it loads the model."""
+    record = load_record(output_dir)
+    return _registered(registry.problem, stored.load(output_dir)[1], record)
+
+
 def load(output_dir, checkpoint_path=None, data_dir=None):
     """Rebuilds the model of the run in `output_dir` and restores its weights.
 
