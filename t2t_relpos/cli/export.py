@@ -1,4 +1,4 @@
-"""t2t-relpos-export: export a trained run for serving.
+r"""t2t-relpos-export: export a trained run for serving.
 
   t2t-relpos-export --output_dir=$HOME/runs/ende --data_dir=$HOME/t2t_data                              # SavedModel
   t2t-relpos-export --output_dir=$HOME/runs/ende --data_dir=$HOME/t2t_data --export_format=ctranslate2
@@ -7,6 +7,13 @@ saved_model (TF Serving, or tf.saved_model.load without this package): text in, 
 search in the graph, written to <output_dir>/export/<step>. ctranslate2: a CTranslate2 model directory with the
 SentencePiece model beside it, written to <output_dir>/export_ctranslate2/<step>; Transformers with absolute or
 relative positions (relation tables shared by the heads), not Universal Transformers.
+
+The SavedModel's search is the run's (beam_size, alpha, extra_length) unless --decode_hparams says otherwise. A
+language model's (a problem without inputs; saved_model only) maps prompts to continuations of at most
+--decode_length tokens, greedily unless --decode_hparams gives beam_size or temperature (and top_k), e.g.
+--decode_hparams='temperature=0.8,top_k=40' to sample:
+
+  t2t-relpos-export --output_dir=$HOME/runs/shakespeare --data_dir=$HOME/t2t_data --decode_length=200
 """
 
 import os
@@ -14,7 +21,7 @@ import os
 from absl import flags
 
 from t2t_relpos import errors
-from t2t_relpos.cli import common
+from t2t_relpos.cli import common, lm_decode
 
 FLAGS = flags.FLAGS
 FORMATS = ("saved_model", "ctranslate2")
@@ -32,8 +39,42 @@ def define_flags():
     flags.DEFINE_string("checkpoint_path", None, "A specific checkpoint (default: the newest in --output_dir).")
     flags.DEFINE_string("export_dir", None, "Where the export goes (default: <output_dir>/export/<step> for "
                         "saved_model, <output_dir>/export_ctranslate2/<step> for ctranslate2).")
+    flags.DEFINE_string("decode_hparams", "", "The SavedModel's search, fixed in it: overrides of beam_size, "
+                        "alpha, extra_length and max_input_length, e.g. 'beam_size=4,alpha=0.6'; a language model "
+                        "also takes temperature and top_k (sampling), not extra_length.")
+    flags.DEFINE_integer("decode_length", lm_decode.DEFAULT_DECODE_LENGTH, "A language model's SavedModel: the most "
+                         "tokens it generates after each prompt.")
     define_format_flag()
     common.define_usr_dir_flag()
+
+
+def export_settings(problem, hparams, overrides="", decode_length=lm_decode.DEFAULT_DECODE_LENGTH):
+    """The SavedModel's search settings (keyword arguments of `t2t_relpos.decoding.export.export`): the run's
+    beam_size, alpha and extra_length, then `overrides` (as --decode_hparams), checked as the decoder checks
+    them; a problem without inputs (a language model) greedy unless they say otherwise, with `decode_length`.
+    Settings the SavedModel does not read are refused (`HParamsError`)."""
+    from t2t_relpos.cli import decoder  # pylint: disable=import-outside-toplevel
+
+    language_model = not problem.has_inputs
+    settings = decoder.decode_settings(hparams, overrides, language_model=language_model)
+    defaults = decoder.decode_settings(hparams, "", language_model=language_model)
+    unread = ["batch_size", "return_beams"] + ([] if language_model else ["temperature", "top_k"])
+    for name in settings.diff(defaults):
+        if name in unread:
+            what = "a language model's SavedModel" if language_model else "the SavedModel (it searches, not samples)"
+            raise errors.HParamsError(f"decoding setting {name!r} is not read by {what}")
+    chosen = {name: settings.get(name) for name in ("beam_size", "alpha", "max_input_length")}
+    if language_model:
+        if not isinstance(decode_length, int) or decode_length < 1:
+            raise errors.HParamsError(f"--decode_length must be >= 1 (tokens generated after each prompt), got "
+                                      f"{decode_length}")
+        if settings.beam_size > 1:
+            from t2t_relpos.decoding import search  # pylint: disable=import-outside-toplevel
+
+            search.check_length_penalty(settings.alpha, decode_length)
+        return {**chosen, "max_new_tokens": decode_length, "temperature": settings.temperature,
+                "top_k": settings.top_k}
+    return {**chosen, "extra_length": settings.extra_length}
 
 
 def check_export(model, problem, data_dir, export_format):
@@ -48,6 +89,9 @@ def check_export(model, problem, data_dir, export_format):
         from t2t_relpos.decoding import export
 
         export.check_exportable(problem, data_dir)
+        if not problem.has_inputs and not getattr(model, "decoder_only", False):
+            raise errors.T2TRelposError(f"{problem.name} has no inputs: it needs a decoder-only model (a "
+                                        f"language model), not {type(model).__name__} reading inputs")
 
 
 class TargetTaken(errors.T2TRelposError):
@@ -55,8 +99,9 @@ class TargetTaken(errors.T2TRelposError):
 
 
 def write_export(model, problem, hparams, output_dir, step, data_dir, export_format, export_dir=None,
-                 elsewhere="name another --export_dir"):
-    """Exports `model` in `export_format` (see the module docstring); returns the directory written.
+                 elsewhere="name another --export_dir", settings=None):
+    """Exports `model` in `export_format` (see the module docstring); returns the directory written. A
+    SavedModel searches with `settings` (`export_settings`; default: the run's).
 
     The export is written under a temporary name beside its directory and renamed when whole: TensorFlow
     Serving takes a new numbered directory under `export/` for a model to load, and a rerun refuses a directory
@@ -81,8 +126,7 @@ def write_export(model, problem, hparams, output_dir, step, data_dir, export_for
             else:
                 from t2t_relpos.decoding import export
 
-                export.export(model, problem, tmp, data_dir, beam_size=hparams.beam_size, alpha=hparams.alpha,
-                              extra_length=hparams.extra_length)
+                export.export(model, problem, tmp, data_dir, **(settings or export_settings(problem, hparams)))
         except checkpoints.STORAGE_ERRORS as e:  # TensorFlow's (OSError is atomic_directory's).
             raise checkpoints.storage_error(e, what, path) from None
         except OSError as e:  # Named by the final path, not the temporary one.
@@ -111,10 +155,22 @@ def main(argv):  # pylint: disable=unused-argument
         raise errors.T2TRelposError("--output_dir is required")
     # A checkpoint named otherwise than ckpt-<step> is numbered by the step stored in it, or refused before the work.
     step = checkpoints.step_of(FLAGS.checkpoint_path) if FLAGS.checkpoint_path else None
+    settings = None
+    if FLAGS.export_format == "saved_model":  # Checked before the model is loaded.
+        problem = runs.load_problem(FLAGS.output_dir)
+        if FLAGS["decode_length"].present and problem.has_inputs:
+            raise errors.T2TRelposError(f"--decode_length is the length of a language model's continuations; "
+                                        f"{problem.name} has inputs (extra_length in --decode_hparams sets how "
+                                        "much longer than its source an output may be)")
+        settings = export_settings(problem, runs.load_hparams(FLAGS.output_dir), FLAGS.decode_hparams,
+                                   FLAGS.decode_length)
+    elif FLAGS.decode_hparams or FLAGS["decode_length"].present:
+        raise errors.T2TRelposError("--decode_hparams and --decode_length set the SavedModel's search; a "
+                                    "CTranslate2 model is given its search when it is used")
     model, problem, hparams, path = runs.load(FLAGS.output_dir, FLAGS.checkpoint_path, FLAGS.data_dir)
     step = checkpoints.step_of(path) if step is None else step
     written = write_export(model, problem, hparams, FLAGS.output_dir, step, FLAGS.data_dir, FLAGS.export_format,
-                           FLAGS.export_dir)
+                           FLAGS.export_dir, settings=settings)
     print(f"Exported {os.path.basename(path)} as {FLAGS.export_format} to {written}", flush=True)
     return 0
 

@@ -201,6 +201,9 @@ def check_exportable(model, problem, data_dir=None):
     Returns:
         (the problem's encoders, source tokens, target tokens).
     """
+    if getattr(model, "decoder_only", False) or not getattr(problem, "has_inputs", True):
+        raise UnsupportedModelError("a language model (a decoder-only model, a problem without inputs) has no "
+                                    "CTranslate2 export here; export a SavedModel (--export_format=saved_model)")
     check_supported(model)
     encoders = problem.feature_encoders(data_dir)
     source, target = vocabulary_tokens(encoders["inputs"]), vocabulary_tokens(encoders["targets"])
