@@ -33,9 +33,10 @@ written here (run with NANOGPT_PYTHON, importing nanoGPT's model.py): val.bin in
 block_size inputs, each predicting the next character at every position, so every character but the first is
 scored once (111,539 of them), the first of a block with one character of context. Ours: the trainer's final
 evaluation of the whole eval split, disjoint 64-token windows each starting from the start symbol (so the first
-character of each window has no context), 111,541 tokens with the EOS that ends the split; and `t2t-relpos-decoder
---score_file` of the same text in windows of 65 every 64, which scores every token in the context nanoGPT's
-blocks give it (the first token and the EOS aside).
+character of each window has no context), 111,541 tokens with the EOS that ends the split; then its checkpoint
+scored on the eval split's ids by `t2t_relpos.decoding.lm_scoring` in disjoint windows of 64 (which must give the
+trainer's figure) and in windows of 65 every 64, which scores every token in the context nanoGPT's blocks give it
+(the first token and the EOS aside).
 
 It skips with one line (exit 0) when the text, the nanoGPT checkout or an interpreter that imports torch is
 missing. Work files (both toolkits' runs, our data) go to --work_dir; nanoGPT's prepared data stays in its checkout.
@@ -61,7 +62,6 @@ import common  # noqa: E402  pylint: disable=wrong-import-position
 PROBLEM = "languagemodel_shakespeare_characters"
 DEFAULT_TEXT = os.path.normpath(os.path.join(common.REPO, "..", "shared", "data", "lm", "tinyshakespeare.txt.gz"))
 DEFAULT_MODELS = ("transformer_lm_cpu_rel", "universal_transformer_lm_cpu_rel")
-TRAIN_SHARE = 0.9  # nanoGPT's split (and our problem's): the first 90% of the characters train.
 # nanoGPT's CPU recipe (its README), less the step counts, which --steps sets.
 NANOGPT_RECIPE = ("config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=20",
                   "--log_interval=1", "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4",
@@ -148,18 +148,6 @@ def parse_final_evaluation(text):
         raise ValueError("no 'Final evaluation:' line")
     words = lines[-1][len("Final evaluation:"):].split()
     return {name: float(value) for name, value in zip(words[0::2], words[1::2])}
-
-
-def parse_score_line(text):
-    """The `tokens=N nll=... log_perplexity=...` line of `t2t-relpos-decoder --score_file`, as numbers.
-
-    Raises:
-        ValueError: the text has no such line.
-    """
-    for line in reversed(text.splitlines()):
-        if line.startswith("tokens="):
-            return {name: float(value) for name, value in (word.split("=", 1) for word in line.split())}
-    raise ValueError("no 'tokens=' line")
 
 
 def check_same_stream(ours, theirs, our_characters, their_itos, reserved):
@@ -251,6 +239,33 @@ print("NANOGPT_EVAL " + json.dumps({
                                        "beta1", "beta2", "weight_decay", "grad_clip", "batch_size", "block_size",
                                        "bias", "eval_iters", "eval_interval", "dropout")}}))
 '''
+
+
+# -- ours scored in nanoGPT's block contexts (run with this interpreter; imports TensorFlow) ---------------------
+OURS_SCORE = f"""
+import json, sys
+import numpy as np
+from t2t_relpos.decoding import lm_scoring
+from t2t_relpos.training import runs
+model, _, _, path = runs.load(sys.argv[1], data_dir=sys.argv[2])
+ids = np.load(sys.argv[3])
+scorer = lm_scoring.model_scorer(model)
+result = {{"checkpoint": path}}
+for name, window, stride in (("windows", {CONTEXT}, {CONTEXT}), ("blocks", {CONTEXT + 1}, {CONTEXT})):
+    result[name] = lm_scoring.score_ids(scorer, ids, window, stride, batch_size=64)
+print("{_MARK}" + json.dumps(result), flush=True)
+"""
+
+
+def score_ours(out_dir, data_dir, log):
+    """Our run's checkpoint scored on the eval split's ids: "windows", disjoint windows of 64 (what the trainer's
+    evaluation reads), and "blocks", windows of 65 every 64 (the contexts of nanoGPT's blocks)."""
+    ids = os.path.join(data_dir, f"{PROBLEM}-eval.ids.npy")
+    output = common.run_python("-c", OURS_SCORE, out_dir, data_dir, ids, log=log, threads=1, name="scoring")
+    marks = [line for line in output.splitlines() if line.startswith(_MARK)]
+    if not marks:
+        raise SystemExit(f"nanogpt: scoring {out_dir} printed no result; see {log}")
+    return json.loads(marks[-1][len(_MARK):])
 
 
 # -- preparation ----------------------------------------------------------------------------------------------
@@ -401,23 +416,17 @@ def run_all(args, data_dir, log):
              "params": evaluation["params"], "steps": args.steps, "tokens_per_step": CONTEXT * WINDOWS,
              "nats": evaluation["nats"], "nats_blocks": evaluation["nats"], "wall": runs["nanogpt"]["wall"],
              "cpu": runs["nanogpt"]["cpu"], "median_ms": median_step_ms([ms / 1000 for _, _, ms in parsed["iters"]])}]
-    val_text = os.path.join(args.work_dir, "val.txt")
-    text = read_text(args.text)
-    with open(val_text, "w", encoding="utf-8") as f:
-        f.write(text[int(len(text) * TRAIN_SHARE):])
     for name in args.models:
         out_dir = os.path.join(args.work_dir, name)
         output = runs[name]["output"]
         final = parse_final_evaluation(output)
         marks = [json.loads(line[len(_MARK):]) for line in output.splitlines() if line.startswith(_MARK)]
         steps = marks[-1]["steps"] if marks else []
-        score = parse_score_line(common.run_cli(
-            "decoder", f"--output_dir={out_dir}", f"--data_dir={data_dir}", f"--score_file={val_text}",
-            f"--score_window={CONTEXT + 1}", f"--score_stride={CONTEXT}", log=log))
-        details[name] = {"final": final, "blocks_score": score, "steps_seen": len(steps)}
+        score = score_ours(out_dir, data_dir, log)
+        details[name] = {"final": final, "scores": score, "steps_seen": len(steps)}
         rows.append({"toolkit": "ours", "model": f"`{name}`", "params": our_parameters(name, data_dir),
                      "steps": args.steps, "tokens_per_step": statistics.mean(t for _, t in steps) if steps else 0,
-                     "nats": -final["neg_log_perplexity"], "nats_blocks": score["log_perplexity"],
+                     "nats": -final["neg_log_perplexity"], "nats_blocks": score["blocks"]["log_perplexity"],
                      "wall": runs[name]["wall"], "cpu": runs[name]["cpu"],
                      "median_ms": median_step_ms([s for s, _ in steps])})
     loads = {name: (run["load_before"], run["load_after"]) for name, run in runs.items()}
@@ -429,8 +438,11 @@ def report(args, rows, details, commands, loads, counts, seconds):
     config = nano["config"]
     load_lines = "\n".join(f"- {name}: {before} before, {after} after" for name, (before, after) in loads.items())
     command_lines = "\n".join(f"    {command}" for command in commands)
-    ours = "\n".join(f"- `{name}`: final evaluation {details[name]['final']}; in nanoGPT's blocks "
-                     f"{details[name]['blocks_score']}" for name in args.models)
+    ours = "\n".join(
+        f"- `{name}`: the trainer's final evaluation {details[name]['final']}; its checkpoint scored in disjoint "
+        f"windows of 64: {details[name]['scores']['windows']['log_perplexity']:.6f} nats "
+        f"({details[name]['scores']['windows']['tokens']:,} tokens), in windows of 65 every 64 (nanoGPT's "
+        f"blocks): {details[name]['scores']['blocks']['log_perplexity']:.6f}" for name in args.models)
     return f"""## Tiny Shakespeare, characters: the package against nanoGPT
 
 `{common.command_line()}` — {common.today()}, took {seconds / 60:.0f} min, ran on {common.code_version()}.\x20\x20
@@ -444,8 +456,8 @@ characters), 64-character context, {WINDOWS} windows a step, {args.steps} steps,
 Val loss, whole split: nanoGPT's checkpoint (iteration {nano['iter_num']}) on all of val.bin in {nano['blocks']:,}
 disjoint blocks ({nano['tokens']:,} characters scored, the first of a block with one character of context: mean
 {nano['first_of_block_nats']:.4f}); ours the trainer's final evaluation (disjoint windows of 64 from the start
-symbol, 111,541 tokens with the closing EOS). "nanoGPT's blocks": ours scored by `t2t-relpos-decoder
---score_file` in windows of 65 every 64, every token in the context nanoGPT's blocks give it.
+symbol, 111,541 tokens with the closing EOS). "nanoGPT's blocks": ours scored (`lm_scoring.score_ids`) in windows of 65
+every 64, every token in the context nanoGPT's blocks give it.
 nanoGPT's own estimate at step {nano['estimate'][0]} (estimate_loss, {config['eval_iters']} random batches): train
 {nano['estimate'][1]:.4f}, val {nano['estimate'][2]:.4f}. nanoGPT trained {nano['trained_iters']} iterations (its
 loop makes one more step after the last evaluation and checkpoint).

@@ -80,9 +80,6 @@ def test_the_logs_are_read(benchmark):
     assert final["neg_log_perplexity"] == -2.9234 and final["bits_per_character"] == 4.2176
     with pytest.raises(ValueError):
         benchmark.parse_final_evaluation("eval accuracy 0.2\n")
-    score = benchmark.parse_score_line("Scoring x\ntokens=111541 nll=3.5 log_perplexity=1.9 perplexity=6.68 "
-                                       "bits_per_character=2.74\n")
-    assert score["tokens"] == 111541 and score["log_perplexity"] == 1.9
     assert benchmark.median_step_ms([1.0] * 10 + [0.05, 0.06, 0.07]) == pytest.approx(60.0)
     assert benchmark.median_step_ms([0.1] * 3) is None
 
@@ -99,6 +96,11 @@ def test_the_data_check_maps_the_vocabularies_and_finds_a_difference(benchmark):
         benchmark.check_same_stream(ours[:-1], theirs, characters, itos, 3)
     with pytest.raises(SystemExit, match="not in ours"):
         benchmark.check_same_stream(ours, theirs, characters[:3], itos, 3)
+
+
+def test_ours_are_scored_in_the_trainers_windows_and_in_nanogpts_blocks(benchmark):
+    assert '("windows", 64, 64), ("blocks", 65, 64)' in benchmark.OURS_SCORE
+    compile(benchmark.OURS_SCORE, "score", "exec")
 
 
 def test_the_table_has_the_columns_asked_for(benchmark):
