@@ -77,8 +77,9 @@ class LanguageModelServing(tf.Module):
     function to save: prompts in, continuations out (`generation.continue_prompts` in the graph).
 
     A batch's prompts may differ in length: the shorter ones' continuations start while the longer ones are
-    still being written into the cache (`generation`'s forcing), and each continuation is what the prompt alone
-    would get. Beam search (whose length penalty would count the forced tokens) searches one prompt at a time.
+    still being written into the cache (the forcing of `generation`), and each continuation is what the prompt
+    alone would get. Beam search (whose length penalty would count the forced tokens) searches one prompt at a
+    time.
 
     Args:
         model: A trained decoder-only model (`decoder_only`).
