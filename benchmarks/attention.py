@@ -74,7 +74,9 @@ def _naive_class():
     class NaiveRelativeAttention(RelationAwareMultiHeadAttention):
         """tensor2tensor's relative self-attention: a^K_ij, a^V_ij gathered into `[n, n, d]`, shared by heads.
 
-        Reuses the parent's weights and projections; only plain self-attention (no masks, no cache).
+        Reuses the parent's weights and projections; only self-attention, unmasked or causal (no padding masks,
+        no cache): a decoder block calls it as it calls ours (`benchmarks/lm_generation.py` builds a language
+        model of these).
         """
 
         def __init__(self, *args, **kwargs):
@@ -84,7 +86,10 @@ def _naive_class():
             """Keras matches build() arguments to call()'s: with no value or key here, only the query's."""
             super().build(query_shape)
 
-        def call(self, query, training=None):  # pylint: disable=arguments-differ
+        def call(self, query, training=None, use_causal_mask=False, cache=None,  # pylint: disable=arguments-differ
+                 cache_index=None):
+            if cache is not None or cache_index is not None:
+                raise ValueError("the naive form keeps no cache: it is measured in training steps only")
             n = ops.shape(query)[1]
             q = self._project(query, self._query, self.key_dim) * (self.key_dim ** -0.5)
             k = self._project(query, self._key, self.key_dim)
@@ -94,6 +99,9 @@ def _naive_class():
             a_value = ops.take(self.relative_value_embeddings, labels, axis=0)  # [n, n, d]
             # q, k, v: [B, H, n, d] (the layer's heads-first projections).
             logits = ops.einsum("bhqd,bhkd->bhqk", q, k) + ops.einsum("bhqd,qkd->bhqk", q, a_key)
+            if use_causal_mask:  # Key j after query i masked, as ours masks it.
+                positions = ops.arange(n, dtype="int32")
+                logits = ops.where(positions[None, :] <= positions[:, None], logits, -1.0e9)
             weights = ops.softmax(logits, axis=-1)
             out = ops.einsum("bhqk,bhkd->bqhd", weights, v) + ops.einsum("bhqk,qkd->bqhd", weights, a_value)
             out = ops.reshape(out, (ops.shape(out)[0], n, self.num_heads * self.value_dim))
@@ -136,10 +144,11 @@ def make_step(layer, call):
     return step
 
 
-def check_naive_matches(length=40, batch=2, atol=1e-4):
+def check_naive_matches(length=40, batch=2, atol=1e-4, use_causal_mask=False):
     """Raise AssertionError unless the naive layer gives the shared-table layer's output and gradients.
 
-    Both get the same weights; `length` exceeds 2k + 1 so clipping is exercised.
+    Both get the same weights; `length` exceeds 2k + 1 so clipping is exercised. `use_causal_mask`: both called
+    with it (the decoder's self-attention).
     """
     import numpy as np  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -152,8 +161,9 @@ def check_naive_matches(length=40, batch=2, atol=1e-4):
     naive.set_weights(ours.get_weights())
     results = []
     for layer in (ours, naive):
-        loss, grads = make_step(layer, layer)(x)
-        results.append([layer(x), loss] + grads)
+        call = lambda h, layer=layer: layer(h, use_causal_mask=use_causal_mask)
+        loss, grads = make_step(layer, call)(x)
+        results.append([call(x), loss] + grads)
     for name, a, b in zip(["output", "loss", "d input"] + [w.path for w in ours.trainable_variables],
                           *results):
         a, b = np.asarray(a), np.asarray(b)
