@@ -211,7 +211,7 @@ def test_a_tiny_language_model_learns_a_repeated_text_and_continues_it(tmp_path)
                   "learning_rate=1.0,learning_rate_warmup_steps=50,max_relative_position=8")
     trainer = trainer_lib.Trainer(problem, hparams, str(tmp_path / "run"), data_dir=str(data), seed=1,
                                   eval_every=0, verbose=False)
-    metrics = trainer.train(150)
+    metrics = trainer.train(100)
     assert metrics["accuracy"] >= 0.85 and metrics["bits_per_character"] < 0.8, metrics
     assert metrics["perplexity"] == pytest.approx(math.exp(-metrics["neg_log_perplexity"]))
     encoder = problem.feature_encoders(str(data))["targets"]
