@@ -37,11 +37,26 @@ import os
 import random
 import sys
 
+import numpy as np
+
 from t2t_relpos import errors, files
 from t2t_relpos.problems import problem
 
 # The window, in tokens, when a problem is read without hparams (hparams give `max_length`).
 DEFAULT_WINDOW = 256
+
+
+def documents_of(lines):
+    """Documents from lines: runs of lines between blank ones (empty or white space only), joined by newlines."""
+    block = []
+    for line in lines:
+        if line.strip():
+            block.append(line)
+        elif block:
+            yield "\n".join(block)
+            block = []
+    if block:
+        yield "\n".join(block)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +99,20 @@ class LanguageModelProblem(problem.Problem):
     required_splits = ("train", "eval")
     default_window = DEFAULT_WINDOW
     setting_names = ()
+
+    def documents_of_text(self, text):
+        """The documents of a text, read as this problem reads its raw files: runs of lines between blank lines
+        (a problem whose text is one document says so by overriding this)."""
+        return documents_of(line.rstrip("\r") for line in text.split("\n"))
+
+    def text_ids(self, text, encoder):
+        """A text's ids packed as datagen packs a split: each document encoded and followed by EOS.
+
+        Returns:
+            int32 `[n]` (empty where the text holds no document).
+        """
+        parts = [np.asarray(encoder.encode(d) + [problem.EOS_ID], np.int32) for d in self.documents_of_text(text) if d]
+        return np.concatenate(parts) if parts else np.zeros([0], np.int32)
 
     @abc.abstractmethod
     def raw_texts(self, tmp_dir, required=True):

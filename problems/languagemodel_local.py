@@ -28,19 +28,6 @@ from t2t_relpos.problems import languagemodel
 FILE_NAMES = {"train": "train", "eval": "dev", "test": "test"}
 
 
-def documents_of(lines):
-    """Documents from lines: runs of lines between blank ones (empty or white space only), joined by newlines."""
-    block = []
-    for line in lines:
-        if line.strip():
-            block.append(line)
-        elif block:
-            yield "\n".join(block)
-            block = []
-    if block:
-        yield "\n".join(block)
-
-
 class LocalText(languagemodel.LanguageModelProblem):
     """Your own text in --tmp_dir: `train.txt` and `dev.txt`, and optionally `test.txt`, each possibly gzipped
     (`.txt.gz`); UTF-8, documents separated by blank lines (lines empty or of white space only), the lines of a
@@ -59,7 +46,7 @@ class LocalText(languagemodel.LanguageModelProblem):
         for split, name in FILE_NAMES.items():
             path = languagemodel.find_file(tmp_dir, [f"{name}.txt", f"{name}.txt.gz"])
             if path:
-                read = lambda path=path: documents_of(parallel_text.read_lines(path))
+                read = lambda path=path: languagemodel.documents_of(parallel_text.read_lines(path))
                 sources[split] = languagemodel.RawText(path, read, (path,))
             elif required and split in self.required_splits:
                 missing.append(f"{name}.txt")

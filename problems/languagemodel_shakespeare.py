@@ -59,6 +59,10 @@ class LanguagemodelShakespeareCharacters(languagemodel.CharacterLanguageModel):
     `input.txt`) from --tmp_dir: a copy of github.com/karpathy/char-rnn's data/tinyshakespeare/input.txt.
     """
 
+    def documents_of_text(self, text):
+        """The whole text is one document (its blank lines separate speeches)."""
+        return [text] if text else []
+
     def raw_texts(self, tmp_dir, required=True):
         path = languagemodel.find_file(tmp_dir, SHAKESPEARE_FILES) if tmp_dir and os.path.isdir(tmp_dir) else None
         if path is None:

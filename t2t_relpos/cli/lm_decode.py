@@ -191,33 +191,23 @@ def score_window(values, hparams):
 
 
 def text_ids(problem, encoder, path):
-    """The ids of the text at `path` as `problem` packs its text: each document encoded and followed by EOS.
-    Documents are separated by blank lines (as `languagemodel_local` reads them), except for Tiny Shakespeare,
-    whose text is one document. `path` may be a file (gzipped where its name ends in .gz), a named pipe or
-    `<(...)`, or stdin ('-').
+    """The ids of the text at `path` as `problem` packs its text (`LanguageModelProblem.text_ids`: each
+    document encoded and followed by EOS). `path` may be a file (gzipped where its name ends in .gz), a named
+    pipe or `<(...)`, or stdin ('-').
 
     Raises:
         DataError: the text cannot be read, is not UTF-8, or holds no text.
     """
-    # pylint: disable=import-outside-toplevel
-    import numpy as np
+    from t2t_relpos.problems import languagemodel_shakespeare  # pylint: disable=import-outside-toplevel
 
-    from t2t_relpos.data import parallel_text
-    from t2t_relpos.problems import languagemodel_local, languagemodel_shakespeare
-    from t2t_relpos.problems import problem as problem_lib
-
-    whole = isinstance(problem, languagemodel_shakespeare.LanguagemodelShakespeareCharacters)
     if path != "-" and os.path.isfile(path):
-        documents = ([languagemodel_shakespeare.read_text(path)] if whole
-                     else languagemodel_local.documents_of(parallel_text.read_lines(path)))
+        text = languagemodel_shakespeare.read_text(path)
     else:  # Stdin, a pipe: read as it comes, once.
         text = _read_stream(path)
-        documents = [text] if whole else languagemodel_local.documents_of(
-            line.rstrip("\r") for line in text.split("\n"))
-    parts = [encoder.encode(document) + [problem_lib.EOS_ID] for document in documents if document]
-    if not parts:
+    ids = problem.text_ids(text, encoder)
+    if not len(ids):
         raise errors.DataError(f"--score_file={path} has no text to score")
-    return np.concatenate([np.asarray(part, np.int32) for part in parts])
+    return ids
 
 
 def _read_stream(path):
