@@ -29,6 +29,7 @@ import os
 import re
 import sys
 import textwrap
+import threading
 import traceback
 
 from t2t_relpos import errors
@@ -325,7 +326,11 @@ def help_string():
     return "\n".join(lines) + "\n"
 
 
-_BUILTINS_LOADED = False
+_BUILTINS_STARTED = False  # Set before the imports, so that a lookup made while they run returns at once.
+_BUILTINS_READY = False
+# Held while the builtins load: a lookup from another thread waits for all of them (without it, the second of two
+# threads looking up a problem at once found the flag set and the registry still empty).
+_BUILTINS_LOCK = threading.RLock()
 # The package's models, registered by name until imported (t2t_relpos.models registers the same names).
 _BUILTIN_MODELS = {
     "transformer": ("t2t_relpos.models.transformer", "Transformer"),
@@ -338,15 +343,19 @@ _BUILTIN_MODELS = {
 
 def _load_builtins():
     """Registers the package's own problems, hparams sets and models once (lazily, to keep `--help` fast; the
-    models by name, so that Keras and TensorFlow are imported only when one is looked up)."""
-    global _BUILTINS_LOADED
-    if _BUILTINS_LOADED:
+    models by name, so that Keras and TensorFlow are imported only when one is looked up). Thread-safe."""
+    global _BUILTINS_STARTED, _BUILTINS_READY
+    if _BUILTINS_READY:
         return
-    _BUILTINS_LOADED = True
-    for module in ("t2t_relpos.hparams", "t2t_relpos.problems"):
-        importlib.import_module(module)
-    for name, (module, attribute) in _BUILTIN_MODELS.items():
-        MODELS._entries.setdefault(name, _Lazy(module, attribute))  # pylint: disable=protected-access
+    with _BUILTINS_LOCK:
+        if _BUILTINS_STARTED:  # Loaded by another thread meanwhile, or being loaded by this one (a lookup at import).
+            return
+        _BUILTINS_STARTED = True
+        for module in ("t2t_relpos.hparams", "t2t_relpos.problems"):
+            importlib.import_module(module)
+        for name, (module, attribute) in _BUILTIN_MODELS.items():
+            MODELS._entries.setdefault(name, _Lazy(module, attribute))  # pylint: disable=protected-access
+        _BUILTINS_READY = True
 
 
 _USR_DIRS = []

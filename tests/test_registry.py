@@ -158,3 +158,36 @@ def test_hparams_function_must_return_hparams():
             registry.hparams("bad_return_set")
     finally:
         registry.HPARAMS.remove("bad_return_set")
+
+
+def test_lookups_from_two_threads_wait_for_the_builtins():
+    """A lookup made while another thread loads the builtins waits for them (it used to find none registered:
+    benchmarks/learning_to_execute.py's second job failed every pair it took). Run in a fresh interpreter, whose
+    first load is slowed so that the second thread asks in the middle of it."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+
+    script = textwrap.dedent("""
+        import importlib, threading
+        from t2t_relpos import registry
+        found = []
+        def look_up():
+            try:
+                found.append(type(registry.problem("algorithmic_reverse_decimal40")).__name__)
+            except Exception as error:
+                found.append(repr(error))
+        other = threading.Thread(target=look_up)
+        real = importlib.import_module
+        def slowed(name, *args):
+            if name == "t2t_relpos.problems" and not other.is_alive():
+                other.start()
+                other.join(timeout=1.0)  # Without the lock it ends here, having looked up in an empty registry.
+            return real(name, *args)
+        registry.importlib.import_module = slowed
+        registry.hparams("transformer_tiny")
+        other.join()
+        print(found)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "['AlgorithmicReverseDecimal40']", done.stdout
