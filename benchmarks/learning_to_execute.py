@@ -4,7 +4,7 @@ through the real CLIs.
     .venv/bin/python benchmarks/learning_to_execute.py --table 5 --train_steps N[,task:N,model:N,task/model:N]
         [--models transformer_rel,universal_transformer_rel,adaptive_universal_transformer_rel] [--seeds 1,2]
         [--num_samples 200] [--train_samples 200] [--learned_at 0.9] [--jobs 2] [--work_dir DIR]
-        [--report_only] [--record] [--plot PATH] [--write]
+        [--report_only [--from_record]] [--record] [--plot PATH] [--write]
 
 Table 5 is `copy`, `double` and `reverse` (strings of up to 55 digits), Table 6 `program`, `control` and
 `addition` (programs of nesting 2, numbers of up to 5 digits); `--tasks` picks any of the six instead. Each
@@ -35,7 +35,9 @@ samples (`RUN/results/steps3000_samples200_train200/result.json`) and reused: a 
 decoded again, an unfinished one resumes from its checkpoint, and one trained to its steps is only decoded.
 `--jobs 2` runs two pairs at once, each with TensorFlow on one thread. `--report_only` trains nothing: it
 tabulates the pairs finished at these steps and samples in `--work_dir` and names the others with their latest
-checkpoint's step. `--record` appends every finished (task, model, seed) to
+checkpoint's step; with `--from_record` it takes them from benchmarks/results/learning_to_execute.json instead
+(the last row of each pair at these steps and samples), so that both tables, run in different sessions, are
+tabulated and plotted together. `--record` appends every finished (task, model, seed) to
 benchmarks/results/learning_to_execute.json with the commit (refused on uncommitted code); `--plot PATH` draws
 the eval split's seq accuracy per task and model beside the paper's; `--write` puts the table into
 docs/studies/benchmark_runs.md.
@@ -198,6 +200,21 @@ def finished(task, model, seed, args):
     """The pair's saved figures at these steps and samples, or None."""
     saved = json.loads(_read(os.path.join(_setting_dir(task, model, seed, args), "result.json")) or "null")
     return saved if saved and saved["setting"] == setting_of(task, model, args) else None
+
+
+def recorded(task, model, seed, args, rows):
+    """The pair's figures as `finished` gives them, from its last row in `rows` (benchmarks/results'
+    learning_to_execute.json) at these steps and samples, or None."""
+    setting = setting_of(task, model, args)
+    found = [row for row in rows if (row["task"], row["model"], row["seed"]) == (task, model, seed)
+             and {key: row[key] for key in setting} == setting]
+    if not found:
+        return None
+    row = found[-1]
+    return {"setting": setting, "train_seconds": row["minutes"] * 60,
+            "train_batch_accuracy": row["train_batch_accuracy"], "trainer_eval": row["trainer_eval"],
+            "splits": {split: row[split] for split in SPLITS}, "decode_seconds": row["decode_seconds"],
+            "checkpoint_step": row["train_steps"], "row": row}
 
 
 def checkpoint_step(task, model, seed, args):
@@ -375,9 +392,10 @@ def report(results, args, seconds, unfinished=(), failed=()):
     header = [
         "## Learning to Execute (UT paper, Tables 5 and 6)", "",
         f"`{common.command_line()}` — {common.today()}, " + (
+            f"collected from `{common.shown_path(_record_path())}`" if args.from_record else
             "collected from the finished runs" if args.report_only else f"took {seconds / 60:.0f} min")
-        + f"; runs kept in `{common.shown_path(args.work_dir)}`, {args.jobs} at a time"
-        + (", each on one TensorFlow thread" if args.jobs > 1 else "") + ".  ",
+        + ("" if args.from_record else f"; runs kept in `{common.shown_path(args.work_dir)}`, {args.jobs} at a time"
+           + (", each on one TensorFlow thread" if args.jobs > 1 else "")) + ".  ",
         f"Machine: {common.machine_description()}.", "",
         f"Trained on the train split (the paper's mix setting, no curriculum) for the steps given; decoded greedily "
         f"without targets: the first {_samples(args)} examples of the eval split (the paper's evaluation setting) "
@@ -394,7 +412,10 @@ def report(results, args, seconds, unfinished=(), failed=()):
         calls = {split: [saved["decode_seconds"][split] for saved in results.values()] for split in SPLITS}
         footer += ["", "Decoding, seconds per decoder call (its start and trace, then the examples): " + "; ".join(
             f"{SPLITS[split]} {min(values):.0f}-{max(values):.0f}" for split, values in calls.items()) + "."]
-    if unfinished:
+    if unfinished and args.from_record:
+        footer += ["", "Not in the record at these steps and samples: " + ", ".join(map(_pair_text, unfinished))
+                   + "."]
+    elif unfinished:
         footer += ["", "Not finished (resumable; their latest checkpoints): " + ", ".join(
             f"{_pair_text(key)} at step {checkpoint_step(*key, args)} of {steps_for(key[0], key[1], args)}"
             + (" (failed in this invocation: its log says why)" if key in failed else "")
@@ -418,6 +439,10 @@ def record_rows(results, args):
             "minutes": round(saved["train_seconds"] / 60, 1), "decode_seconds": saved["decode_seconds"],
             **common.provenance(seed=seed)})
     return rows
+
+
+def _record_path():
+    return os.path.join(common.RESULTS, "learning_to_execute.json")
 
 
 def plot(rows, path):
@@ -489,6 +514,9 @@ def main(argv=None):
     parser.add_argument("--work_dir", default=os.path.join("benchmarks", "runs", "learning_to_execute"))
     parser.add_argument("--report_only", action="store_true", help="train nothing: tabulate the pairs finished in "
                         "--work_dir at these steps and samples, and name the unfinished ones")
+    parser.add_argument("--from_record", action="store_true", help="with --report_only: take the pairs' figures "
+                        "from benchmarks/results/learning_to_execute.json (the last row of each at these steps and "
+                        "samples) instead of --work_dir, e.g. to table and plot both tables from their runs")
     parser.add_argument("--record", action="store_true", help="append every finished (task, model, seed) to "
                         "benchmarks/results/learning_to_execute.json (committed code only)")
     parser.add_argument("--plot", metavar="PATH", help="draw the eval split's seq accuracy beside the paper's")
@@ -496,6 +524,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.num_samples < 1 or args.train_samples < 1 or args.jobs < 1:
         parser.error("--num_samples, --train_samples and --jobs must be >= 1")
+    if args.from_record and (not args.report_only or args.record):
+        parser.error("--from_record goes with --report_only, and not with --record (its rows are there already)")
     runs = [(task, model, seed) for task in tasks_of(args) for model in models_of(args) for seed in seeds_of(args)]
     for task, model, _ in runs:
         steps_for(task, model, args)  # A bad --train_steps is refused before anything runs.
@@ -504,7 +534,14 @@ def main(argv=None):
     began = time.perf_counter()
     results, failed = {}, []
     if args.report_only:
-        found = {run: finished(*run, args) for run in runs}
+        if args.from_record:
+            try:
+                rows = common.read_results("learning_to_execute")["rows"]
+            except FileNotFoundError:
+                raise SystemExit(f"error: --from_record: there is no {common.shown_path(_record_path())}") from None
+            found = {run: recorded(*run, args, rows) for run in runs}
+        else:
+            found = {run: finished(*run, args) for run in runs}
         results = {run: saved for run, saved in found.items() if saved is not None}
         unfinished = [run for run in runs if found[run] is None]
     else:
@@ -527,7 +564,8 @@ def main(argv=None):
     if args.write:
         common.replace_section("learning_to_execute", text)
     if results and (args.record or args.plot):
-        rows = record_rows(results, args)
+        rows = ([saved["row"] for saved in results.values()] if args.from_record  # As recorded, with their dates.
+                else record_rows(results, args))
         if args.record:
             common.record("learning_to_execute", rows, description=RESULTS_DESCRIPTION)
         if args.plot:

@@ -130,6 +130,31 @@ def test_trains_decodes_scores_and_tabulates_beside_the_paper_then_reuses(tmp_pa
     assert "copy / universal_transformer_rel seed 1 at step 9 of 8" in capsys.readouterr().out
 
 
+def test_from_record_tabulates_and_plots_the_recorded_rows_without_the_runs(tmp_path, monkeypatch, capsys):
+    _fake_tools(monkeypatch, [])
+    monkeypatch.setattr(lte.common, "RESULTS", str(tmp_path / "results"))
+    argv = ARGV + ["--work_dir", str(tmp_path / "runs")]
+    with pytest.raises(SystemExit, match="there is no .*learning_to_execute.json"):
+        lte.main(argv + ["--report_only", "--from_record"])
+    assert lte.main(argv + ["--record"]) == 0
+    ran = capsys.readouterr().out
+    # The runs gone, the record gives the same rows; a setting not recorded is named, not guessed.
+    empty = ARGV + ["--work_dir", str(tmp_path / "elsewhere"), "--report_only"]
+    assert lte.main(empty + ["--from_record", "--plot", str(tmp_path / "both.png")]) == 0
+    out = capsys.readouterr().out
+    for task, model in (("copy", "universal_transformer_rel"), ("addition", "transformer_rel")):
+        assert _cells(out, task, model) == _cells(ran, task, model)
+    assert "collected from `" in out and "learning_to_execute.json`" in out and "Not in the record" not in out
+    assert (tmp_path / "both.png").stat().st_size > 0
+    assert lte.main(ARGV[:7] + ["5,universal_transformer_rel:9"] + empty[8:] + ["--from_record"]) == 0
+    assert ("Not in the record at these steps and samples: copy / universal_transformer_rel seed 1, "
+            in capsys.readouterr().out)
+    for extra in (["--from_record"], ["--report_only", "--from_record", "--record"]):
+        with pytest.raises(SystemExit):
+            lte.main(argv + extra)
+    assert "--from_record goes with --report_only" in capsys.readouterr().err
+
+
 def test_a_pair_whose_decoder_disagrees_with_the_references_fails_alone(tmp_path, monkeypatch, capsys):
     _fake_tools(monkeypatch, [], wrong_figures=("copy_transformer_rel_s1",))
     argv = ["--tasks", "copy", "--models", "transformer_rel", "--seeds", "1,2", "--train_steps", "3",
