@@ -3,7 +3,8 @@ through the real CLIs.
 
     .venv/bin/python benchmarks/learning_to_execute.py --table 5 --train_steps N[,task:N,model:N,task/model:N]
         [--models transformer_rel,universal_transformer_rel,adaptive_universal_transformer_rel] [--seeds 1,2]
-        [--num_samples 200] [--train_samples 200] [--learned_at 0.9] [--jobs 2] [--work_dir DIR]
+        [--hparams OVERRIDES] [--num_samples 200] [--train_samples 200] [--learned_at 0.9] [--jobs 2]
+        [--work_dir DIR]
         [--report_only [--from_record]] [--record] [--plot PATH] [--write]
 
 Table 5 is `copy`, `double` and `reverse` (strings of up to 55 digits), Table 6 `program`, `control` and
@@ -22,8 +23,9 @@ Models: the CPU-sized sets (width 64, 4 heads; the Transformer 2+2 layers, the U
 pre-norm; the adaptive UT with ACT, at most 4 steps), with ONE setting of positions, relative (k = 16, per-head
 tables, no absolute position signal): `transformer_cpu_rel`, `universal_transformer_cpu_rel`,
 `adaptive_universal_transformer_cpu_rel`. `--models` takes the names of MODELS or the sets' names (the sinusoidal
-sets can be chosen, the table then says so per row). The paper's rows (base-size models, trained far longer) are
-printed beside ours; both UTs are compared with its UT (it has one).
+sets can be chosen, the table then says so per row); `--hparams` overrides every set's hparams (e.g.
+`learning_rate=0.5`, the UT sets' rate, for the Transformer), in runs of their own. The paper's rows (base-size
+models, trained far longer) are printed beside ours; both UTs are compared with its UT (it has one).
 
 Char accuracy is the paper's and tensor2tensor's: the fraction of the reference's symbols that the hypothesis has
 at the same position (a missing symbol is wrong, symbols past the reference's end are not counted); seq accuracy
@@ -170,8 +172,15 @@ def steps_for(task, model, args):
     return plain
 
 
-def run_name(task, model, seed):
-    return f"{task}_{model}_s{seed}"
+def run_name(task, model, seed, args):
+    """The run's folder name in `--work_dir`: runs with `--hparams` overrides are kept apart from the sets' own."""
+    overrides = re.sub(r"[^\w.=+-]", "_", getattr(args, "hparams", ""))
+    return f"{task}_{model}_s{seed}" + (f"_{overrides}" if overrides else "")
+
+
+def _set_text(model, args):
+    """The model's hparams set, with the `--hparams` overrides if any."""
+    return MODELS[model] + (f", {args.hparams}" if args.hparams else "")
 
 
 def _pair_text(key):
@@ -192,7 +201,7 @@ def setting_of(task, model, args):
 
 def _setting_dir(task, model, seed, args):
     setting = setting_of(task, model, args)
-    return os.path.join(args.work_dir, run_name(task, model, seed), "results",
+    return os.path.join(args.work_dir, run_name(task, model, seed, args), "results",
                         f"steps{setting['train_steps']}_samples{setting['num_samples']}_train{setting['train_samples']}")
 
 
@@ -207,7 +216,7 @@ def recorded(task, model, seed, args, rows):
     learning_to_execute.json) at these steps and samples, or None."""
     setting = setting_of(task, model, args)
     found = [row for row in rows if (row["task"], row["model"], row["seed"]) == (task, model, seed)
-             and {key: row[key] for key in setting} == setting]
+             and {key: row[key] for key in setting} == setting and row.get("hparams", "") == args.hparams]
     if not found:
         return None
     row = found[-1]
@@ -220,7 +229,7 @@ def recorded(task, model, seed, args, rows):
 def checkpoint_step(task, model, seed, args):
     """The step of the run's latest checkpoint (0 if none)."""
     found = re.search(r'model_checkpoint_path: "ckpt-(\d+)"', _read(os.path.join(
-        args.work_dir, run_name(task, model, seed), "checkpoint")))
+        args.work_dir, run_name(task, model, seed, args), "checkpoint")))
     return int(found.group(1)) if found else 0
 
 
@@ -270,7 +279,7 @@ def run_one(task, model, seed, args):
     saved = finished(task, model, seed, args)
     if saved is not None:
         return saved
-    run_dir = os.path.join(args.work_dir, run_name(task, model, seed))
+    run_dir = os.path.join(args.work_dir, run_name(task, model, seed, args))
     log = run_dir + ".log"
     setting_dir = _setting_dir(task, model, seed, args)
     threads = 1 if args.jobs > 1 else 0
@@ -279,6 +288,7 @@ def run_one(task, model, seed, args):
         with common.RunClock(run_dir):
             common.run_cli(
                 "trainer", f"--problem=learning_to_execute_{task}", f"--hparams_set={MODELS[model]}",
+                *([f"--hparams={args.hparams}"] if args.hparams else []),
                 f"--output_dir={run_dir}", f"--train_steps={steps}", "--eval_steps=4",
                 f"--checkpoint_every={min(1000, steps)}", "--log_every=100", f"--seed={seed}", log=log,
                 threads=threads)
@@ -360,7 +370,7 @@ def report(results, args, seconds, unfinished=(), failed=()):
             learners = sum(learned(saved, args) for _, saved in runs)
             paper = PAPER[paper_model(model)][task]
             rows.append([
-                task, f"{model} ({MODELS[model]})", ",".join(str(seed) for seed, _ in runs),
+                task, f"{model} ({_set_text(model, args)})", ",".join(str(seed) for seed, _ in runs),
                 str(steps_for(task, model, args)),
                 ", ".join(f"{saved['train_seconds'] / 60:.1f}" for _, saved in runs),
                 " ; ".join(f"{s['splits']['train']['char']:.2f} / {s['splits']['train']['seq']:.2f}"
@@ -405,7 +415,8 @@ def report(results, args, seconds, unfinished=(), failed=()):
         "reference's symbols right at their position over the reference's length (tensor2tensor's); seq accuracy: "
         "exact outputs. Accuracy cells: mean +- sample std over seeds, then each seed's. Positions: "
         f"{positions_text or 'relative'}. The paper's rows are base-size models trained far longer: a reference, "
-        "not a like-for-like comparison; both UTs are set beside its UT.", ""]
+        "not a like-for-like comparison; both UTs are set beside its UT."
+        + (f" Every set with the overrides `{args.hparams}`." if args.hparams else ""), ""]
     footer = ["Training distribution (greedy char accuracy on the training-setting draws >= "
               f"{args.learned_at}):", "", *lines] if lines else []
     if results:
@@ -429,6 +440,7 @@ def record_rows(results, args):
     for (task, model, seed), saved in results.items():
         rows.append({
             "table": int(TABLE_OF[task]), "task": task, "model": model, "hparams_set": MODELS[model],
+            "hparams": args.hparams,
             "positions": positions(model), "train_steps": saved["setting"]["train_steps"],
             "num_samples": saved["setting"]["num_samples"], "train_samples": saved["setting"]["train_samples"],
             "learned_at": args.learned_at, "learned": learned(saved, args),
@@ -510,6 +522,9 @@ def main(argv=None):
                         "decoded (has the model learned the training distribution?)")
     parser.add_argument("--learned_at", type=float, default=0.9, help="greedy char accuracy on the training-setting "
                         "draws from which a pair counts as having learned the training distribution")
+    parser.add_argument("--hparams", default="", help="hparams overrides for every pair's trainer (its --hparams), "
+                        "e.g. learning_rate=0.5: such runs are kept apart from the sets' own (the run folder's name "
+                        "carries them), and the table and the record name them")
     parser.add_argument("--jobs", type=int, default=1, help="pairs run at once (each on one thread if > 1)")
     parser.add_argument("--work_dir", default=os.path.join("benchmarks", "runs", "learning_to_execute"))
     parser.add_argument("--report_only", action="store_true", help="train nothing: tabulate the pairs finished in "

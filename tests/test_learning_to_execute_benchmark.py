@@ -155,6 +155,35 @@ def test_from_record_tabulates_and_plots_the_recorded_rows_without_the_runs(tmp_
     assert "--from_record goes with --report_only" in capsys.readouterr().err
 
 
+def test_hparams_overrides_run_apart_and_are_named(tmp_path, monkeypatch, capsys):
+    calls = []
+    _fake_tools(monkeypatch, calls)
+    monkeypatch.setattr(lte.common, "RESULTS", str(tmp_path / "results"))
+    argv = ["--tasks", "addition", "--models", "transformer_rel", "--seeds", "1", "--train_steps", "3",
+            "--num_samples", "2", "--train_samples", "2", "--work_dir", str(tmp_path / "runs")]
+    assert lte.main(argv) == 0
+    plain = capsys.readouterr().out
+    calls.clear()
+    trainer_args = []
+    run_cli = lte.common.run_cli
+    monkeypatch.setattr(lte.common, "run_cli", lambda module, *args, **kw: (
+        trainer_args.extend(args) if module == "trainer" else None) or run_cli(module, *args, **kw))
+    assert lte.main(argv + ["--hparams", "learning_rate=0.5", "--record"]) == 0
+    out = capsys.readouterr().out
+    # Trained again, in a folder of its own, with the overrides; the table and the record name them.
+    assert [c[1] for c in calls if c[0] == "trainer"] == ["addition_transformer_rel_s1_learning_rate=0.5"]
+    assert "--hparams=learning_rate=0.5" in trainer_args
+    assert _cells(out, "addition", "transformer_rel")[1] == "transformer_rel (transformer_cpu_rel, learning_rate=0.5)"
+    assert _cells(plain, "addition", "transformer_rel")[1] == "transformer_rel (transformer_cpu_rel)"
+    assert "Every set with the overrides `learning_rate=0.5`." in out
+    rows = json.loads((tmp_path / "results" / "learning_to_execute.json").read_text())["rows"]
+    assert [row["hparams"] for row in rows] == ["learning_rate=0.5"]
+    # --from_record takes only the rows of the overrides asked for.
+    assert lte.main(argv + ["--report_only", "--from_record"]) == 0
+    assert "Not in the record at these steps and samples: addition / transformer_rel seed 1." in (
+        capsys.readouterr().out)
+
+
 def test_a_pair_whose_decoder_disagrees_with_the_references_fails_alone(tmp_path, monkeypatch, capsys):
     _fake_tools(monkeypatch, [], wrong_figures=("copy_transformer_rel_s1",))
     argv = ["--tasks", "copy", "--models", "transformer_rel", "--seeds", "1,2", "--train_steps", "3",
