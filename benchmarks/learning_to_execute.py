@@ -4,8 +4,7 @@ through the real CLIs.
     .venv/bin/python benchmarks/learning_to_execute.py --table 5 --train_steps N[,task:N,model:N,task/model:N]
         [--models transformer_rel,universal_transformer_rel,adaptive_universal_transformer_rel] [--seeds 1,2]
         [--hparams OVERRIDES] [--num_samples 200] [--train_samples 200] [--learned_at 0.9] [--jobs 2]
-        [--work_dir DIR]
-        [--report_only [--from_record]] [--record] [--plot PATH] [--write]
+        [--work_dir DIR] [--report_only [--from_record]] [--record] [--plot PATH] [--write]
 
 Table 5 is `copy`, `double` and `reverse` (strings of up to 55 digits), Table 6 `program`, `control` and
 `addition` (programs of nesting 2, numbers of up to 5 digits); `--tasks` picks any of the six instead. Each
@@ -174,7 +173,7 @@ def steps_for(task, model, args):
 
 def run_name(task, model, seed, args):
     """The run's folder name in `--work_dir`: runs with `--hparams` overrides are kept apart from the sets' own."""
-    overrides = re.sub(r"[^\w.=+-]", "_", getattr(args, "hparams", ""))
+    overrides = re.sub(r"[^\w.=+-]", "_", args.hparams)
     return f"{task}_{model}_s{seed}" + (f"_{overrides}" if overrides else "")
 
 
